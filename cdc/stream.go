@@ -1,0 +1,247 @@
+// Package cdc reads the outbox's inserts from a logical replication slot with
+// pgoutput and reports back only the positions its caller has made durable.
+package cdc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Defaults for Config.
+const (
+	SlotDefault           = "outbox_relay"
+	PublicationDefault    = "outbox_relay"
+	StatusIntervalDefault = time.Second
+)
+
+// Config says which slot to read and how often to report progress.
+type Config struct {
+	// DatabaseURL is a libpq URL or DSN; replication=database is added.
+	DatabaseURL string
+	// Slot is the logical replication slot, created if missing.
+	Slot string
+	// Publication names the publication of outbox.events, created if missing.
+	Publication string
+	// StatusInterval is how often the confirmed position is sent to the server.
+	StatusInterval time.Duration
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	out.Slot = cmp.Or(out.Slot, SlotDefault)
+	out.Publication = cmp.Or(out.Publication, PublicationDefault)
+	out.StatusInterval = cmp.Or(out.StatusInterval, StatusIntervalDefault)
+	return out
+}
+
+// Positioner tells the stream how far its caller has durably handled the
+// stream: the end LSN of the last transaction all of whose rows are handled.
+type Positioner interface {
+	Confirmed() pglogrepl.LSN
+}
+
+// Stream is one replication connection reading the slot.
+type Stream struct {
+	cfg     Config
+	conn    *pgconn.PgConn
+	dec     *decoder
+	started pglogrepl.LSN
+
+	// Receive-loop state, owned by the goroutine calling Receive.
+	inTxn         bool
+	lastCommitEnd pglogrepl.LSN // end LSN of the last commit handed out
+	walEnd        pglogrepl.LSN // the server's WAL end from the last keepalive
+	reported      pglogrepl.LSN // the last position sent to the server
+}
+
+// Open prepares the slot and publication (see Prepare) and starts streaming
+// from the slot's confirmed position.
+func Open(ctx context.Context, cfg Config) (*Stream, error) {
+	cfg = cfg.withDefaults()
+	sc, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to postgres: %w", err)
+	}
+	slot, err := Prepare(ctx, sc, cfg.Slot, cfg.Publication)
+	sc.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+
+	pc, err := pgconn.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database URL: %w", err)
+	}
+	pc.RuntimeParams["replication"] = "database"
+	pc.RuntimeParams["application_name"] = "outbox-relay"
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("opening replication connection: %w", err)
+	}
+	err = pglogrepl.StartReplication(ctx, conn, quoteIdent(cfg.Slot), 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{
+			"proto_version '1'",
+			"publication_names " + quoteLiteral(cfg.Publication),
+			"binary 'true'",
+		},
+	})
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("starting replication on slot %q: %w", cfg.Slot, err)
+	}
+	return &Stream{
+		cfg: cfg, conn: conn, dec: newDecoder(),
+		started: slot.ConfirmedFlush, reported: slot.ConfirmedFlush, lastCommitEnd: slot.ConfirmedFlush,
+	}, nil
+}
+
+// StartLSN is the slot's confirmed position when the stream opened.
+func (s *Stream) StartLSN() pglogrepl.LSN { return s.started }
+
+// Receive decodes the stream into out until ctx is done (it then returns nil)
+// or the connection fails. Every StatusInterval, and whenever the server asks,
+// it confirms pos.Confirmed(). When every transaction handed out is durable
+// and none is open, it confirms the server's WAL end from keepalives, so a
+// quiet outbox beside busy tables does not hold WAL back. A full out blocks
+// Receive, which keeps reporting status while it waits.
+func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner) error {
+	next := time.Now()
+	for {
+		if !time.Now().Before(next) {
+			if err := s.sendStatus(pos, false); err != nil {
+				return err
+			}
+			next = time.Now().Add(s.cfg.StatusInterval)
+		}
+		rctx, cancel := context.WithDeadline(ctx, next)
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				continue
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parsing keepalive: %w", err)
+				}
+				s.walEnd = max(s.walEnd, ka.ServerWALEnd)
+				if ka.ReplyRequested {
+					next = time.Time{}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parsing XLogData: %w", err)
+				}
+				ch, ok, err := s.dec.decode(xld.WALData)
+				if err != nil {
+					return fmt.Errorf("at LSN %s: %w", xld.WALStart, err)
+				}
+				if !ok {
+					continue
+				}
+				switch ch.Kind {
+				case KindBegin:
+					s.inTxn = true
+				case KindCommit:
+					s.inTxn = false
+					s.lastCommitEnd = ch.LSN
+				}
+				if err := s.push(ctx, out, ch, pos, &next); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return fmt.Errorf("slot %q: server ended the replication stream", s.cfg.Slot)
+		}
+	}
+}
+
+// push hands ch to out, reporting status while out is full.
+func (s *Stream) push(ctx context.Context, out chan<- Change, ch Change, pos Positioner, next *time.Time) error {
+	select {
+	case out <- ch:
+		return nil
+	default:
+	}
+	for {
+		t := time.NewTimer(time.Until(*next))
+		select {
+		case out <- ch:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+			if err := s.sendStatus(pos, false); err != nil {
+				return err
+			}
+			*next = time.Now().Add(s.cfg.StatusInterval)
+		}
+	}
+}
+
+// position is what may be confirmed now.
+func (s *Stream) position(pos Positioner) pglogrepl.LSN {
+	p := max(s.reported, pos.Confirmed())
+	if !s.inTxn && p >= s.lastCommitEnd {
+		// Everything handed out is durable: what the server has sent us up to
+		// its WAL end holds no further outbox commit.
+		p = max(p, s.walEnd)
+	}
+	return p
+}
+
+func (s *Stream) sendStatus(pos Positioner, reply bool) error {
+	p := s.position(pos)
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: p, ReplyRequested: reply,
+	})
+	if err != nil {
+		return fmt.Errorf("sending standby status: %w", err)
+	}
+	s.reported = p
+	return nil
+}
+
+// Confirmed is the last position reported to the server.
+func (s *Stream) Confirmed() pglogrepl.LSN { return s.reported }
+
+// Close confirms pos.Confirmed() one last time, ends replication cleanly so
+// the server has processed that confirmation, and closes the connection.
+// Call it after Receive has returned.
+func (s *Stream) Close(ctx context.Context, pos Positioner) error {
+	defer s.conn.Close(context.WithoutCancel(ctx))
+	if err := s.sendStatus(pos, false); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := pglogrepl.SendStandbyCopyDone(ctx, s.conn); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("ending replication: %w", err)
+	}
+	return nil
+}

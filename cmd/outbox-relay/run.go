@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/redact"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// runFlags parses the run subcommand's flags and environment into a Config.
+func runFlags(args []string, stderr io.Writer, getenv func(string) string) (relay.Config, string, string, error) {
+	fs := flagenv.New("run", getenv)
+	fs.SetOutput(stderr)
+	var c relay.Config
+	k := &c.Kafka
+	var logLevel, logFormat string
+	fs.String(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (the role needs REPLICATION)")
+	fs.String(&c.Slot, "slot", cdc.SlotDefault, "logical replication slot, created if missing")
+	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events, created if missing")
+	fs.Duration(&c.StatusInterval, "status-interval", cdc.StatusIntervalDefault, "how often the slot's confirmed position is reported")
+	fs.Int(&c.BatchSize, "batch-size", relay.BatchSizeDefault, "events per Kafka hand-off and per status statement")
+	fs.Int(&c.MaxInFlight, "max-in-flight", relay.MaxInFlightDefault, "events read from the slot without a status row yet, at most")
+	fs.Int(&c.MaxInFlightBytes, "max-in-flight-bytes", relay.MaxInFlightBytesDefault, "bytes of such events, at most")
+	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", relay.ShutdownTimeoutDefault, "how long a graceful stop may take to drain")
+	fs.List(&k.Brokers, "kafka-brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
+	fs.String(&k.Version, "kafka-version", relay.KafkaVersionDefault, "Kafka protocol version the cluster speaks (2.8.0 or newer)")
+	fs.String(&k.ClientID, "kafka-client-id", relay.KafkaClientIDDefault, "Kafka client id")
+	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", relay.KafkaMaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE")
+	fs.String(&k.Compression, "kafka-compression", relay.KafkaCompressionDefault, "none, gzip, snappy, lz4 or zstd")
+	fs.Duration(&k.Linger, "kafka-linger", 0, "how long the producer waits to fill a batch")
+	fs.Int(&k.MetadataRetries, "kafka-metadata-retries", relay.KafkaMetadataRetriesDefault, "metadata refresh attempts per lookup")
+	fs.Duration(&k.DialTimeout, "kafka-dial-timeout", relay.KafkaDialTimeoutDefault, "broker connection timeout")
+	fs.Duration(&k.RequestTimeout, "kafka-request-timeout", relay.KafkaRequestTimeoutDefault, "produce request timeout")
+	fs.String(&k.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: empty (none) or PLAIN")
+	fs.String(&k.SASLUser, "kafka-sasl-user", "", "SASL user")
+	fs.String(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
+	fs.Bool(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
+	fs.String(&k.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of CAs to trust for Kafka TLS (implies --kafka-tls)")
+	fs.Bool(&k.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "do not verify the broker's certificate")
+	fs.String(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.String(&logFormat, "log-format", "json", "json or console")
+	if err := fs.Parse(args); err != nil {
+		return c, "", "", err
+	}
+	return c, logLevel, logFormat, nil
+}
+
+func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
+	cfg, logLevel, logFormat, err := runFlags(args, stderr, getenv)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(logLevel, logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // best effort on exit
+	cfg.Logger = log
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log.Info("starting outbox-relay",
+		zap.String("version", version),
+		zap.String("database_url", redact.URL(cfg.DatabaseURL)),
+		zap.Strings("kafka_brokers", cfg.Kafka.Brokers),
+		zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
+		zap.Bool("kafka_sasl", cfg.Kafka.SASLMechanism != ""), zap.Bool("kafka_tls", cfg.Kafka.TLS || cfg.Kafka.TLSCAFile != ""))
+
+	r, err := relay.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		log.Info("signal received: finishing in-flight events, then stopping (signal again to exit now)", zap.Stringer("signal", sig))
+		cancel()
+		if sig, ok = <-sigs; ok {
+			log.Warn("second signal: exiting now; in-flight events will be replayed", zap.Stringer("signal", sig))
+			_ = log.Sync()
+			os.Exit(130)
+		}
+	}()
+	if err := r.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	case "console":
+		enc = zapcore.NewConsoleEncoder(ec)
+	default:
+		return nil, fmt.Errorf("--log-format: %q is not json or console", format)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}

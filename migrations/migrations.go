@@ -1,0 +1,224 @@
+// Package migrations owns the outbox schema: numbered SQL files embedded in
+// the binary, applied in order, each in its own transaction, recorded in
+// outbox.schema_migrations and serialised by an advisory lock so that two
+// processes migrating at once is safe.
+package migrations
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// Migration is one numbered schema change with its reverse.
+type Migration struct {
+	Version int
+	Name    string
+	Up      string
+	Down    string
+}
+
+// lockKey is the advisory lock held by every migration transaction.
+const lockKey = "outbox-relay/migrations"
+
+// bootstrapSQL creates what the version bookkeeping itself needs.
+const bootstrapSQL = `CREATE SCHEMA IF NOT EXISTS outbox;
+CREATE TABLE IF NOT EXISTS outbox.schema_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);`
+
+var fileName = regexp.MustCompile(`^(\d+)_(\w+)\.(up|down)\.sql$`)
+
+// All returns the embedded migrations in version order.
+func All() ([]Migration, error) {
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded migrations: %w", err)
+	}
+	byVersion := map[int]*Migration{}
+	for _, e := range entries {
+		m := fileName.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.Atoi(m[1])
+		body, err := files.ReadFile(e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("reading migration %s: %w", e.Name(), err)
+		}
+		mig := byVersion[v]
+		if mig == nil {
+			mig = &Migration{Version: v, Name: m[2]}
+			byVersion[v] = mig
+		}
+		if m[3] == "up" {
+			mig.Up = string(body)
+		} else {
+			mig.Down = string(body)
+		}
+	}
+	out := make([]Migration, 0, len(byVersion))
+	for _, m := range byVersion {
+		if m.Up == "" || m.Down == "" {
+			return nil, fmt.Errorf("migration %d_%s needs both an .up.sql and a .down.sql file", m.Version, m.Name)
+		}
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// Latest is the version the embedded migrations lead to.
+func Latest() int {
+	all, err := All()
+	if err != nil || len(all) == 0 {
+		return 0
+	}
+	return all[len(all)-1].Version
+}
+
+// DB is what the migrator needs: a *pgx.Conn or a *pgxpool.Pool.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Up applies every migration not applied yet and returns the versions it applied.
+func Up(ctx context.Context, db DB) ([]int, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	var applied []int
+	for _, m := range all {
+		did, err := step(ctx, db, m, true)
+		if err != nil {
+			return applied, err
+		}
+		if did {
+			applied = append(applied, m.Version)
+		}
+	}
+	return applied, nil
+}
+
+// Down reverts applied migrations above target, newest first, and returns the
+// versions it reverted. Down(ctx, db, 0) removes the whole outbox schema's tables.
+func Down(ctx context.Context, db DB, target int) ([]int, error) {
+	if target < 0 {
+		return nil, errors.New("target version must be 0 or more")
+	}
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	var reverted []int
+	for i := len(all) - 1; i >= 0 && all[i].Version > target; i-- {
+		did, err := step(ctx, db, all[i], false)
+		if err != nil {
+			return reverted, err
+		}
+		if did {
+			reverted = append(reverted, all[i].Version)
+		}
+	}
+	return reverted, nil
+}
+
+// Current returns the highest applied version, 0 when none is.
+func Current(ctx context.Context, db DB) (int, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("beginning transaction: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('outbox.schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("looking for outbox.schema_migrations: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM outbox.schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("reading schema version: %w", err)
+	}
+	return v, nil
+}
+
+// step applies (up) or reverts (down) one migration in its own transaction,
+// under the advisory lock, unless the version table says it is already done.
+func step(ctx context.Context, db DB, m Migration, up bool) (bool, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("beginning migration %d: %w", m.Version, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, lockKey); err != nil {
+		return false, fmt.Errorf("taking migration lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, bootstrapSQL); err != nil {
+		return false, fmt.Errorf("creating outbox.schema_migrations: %w", err)
+	}
+	var done bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox.schema_migrations WHERE version = $1)`, m.Version).Scan(&done); err != nil {
+		return false, fmt.Errorf("reading schema version: %w", err)
+	}
+	if done == up {
+		return false, nil
+	}
+	body, record := m.Up, `INSERT INTO outbox.schema_migrations (version, name) VALUES ($1, $2)`
+	if !up {
+		body, record = m.Down, `DELETE FROM outbox.schema_migrations WHERE version = $1 AND name = $2`
+	}
+	if _, err := tx.Exec(ctx, body); err != nil {
+		return false, fmt.Errorf("migration %d_%s (%s): %w", m.Version, m.Name, direction(up), err)
+	}
+	if _, err := tx.Exec(ctx, record, m.Version, m.Name); err != nil {
+		return false, fmt.Errorf("recording migration %d: %w", m.Version, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("committing migration %d: %w", m.Version, err)
+	}
+	return true, nil
+}
+
+func direction(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
+}
+
+// Print writes every up migration as one SQL script, for teams that apply
+// schema changes with their own tool. Each migration is its own transaction
+// and records its version, so `outbox-relay migrate` later sees it as done.
+func Print(w io.Writer) error {
+	all, err := All()
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "-- outbox-relay schema, versions 1 to %d.\n%s\n", Latest(), bootstrapSQL); err != nil {
+		return err
+	}
+	for _, m := range all {
+		_, err := fmt.Fprintf(w, "\n-- migration %d_%s\nBEGIN;\n%s\nINSERT INTO outbox.schema_migrations (version, name) VALUES (%d, '%s');\nCOMMIT;\n",
+			m.Version, m.Name, m.Up, m.Version, m.Name)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package relay
+
+import (
+	"cmp"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Defaults for KafkaConfig.
+const (
+	KafkaVersionDefault         = "2.8.0"
+	KafkaClientIDDefault        = "outbox-relay"
+	KafkaMaxMessageBytesDefault = 1000000
+	KafkaCompressionDefault     = "none"
+	KafkaMetadataRetriesDefault = 3
+	KafkaDialTimeoutDefault     = 10 * time.Second
+	KafkaRequestTimeoutDefault  = 10 * time.Second
+)
+
+// KafkaConfig is how the relay reaches the cluster.
+type KafkaConfig struct {
+	Brokers []string
+	// Version is the lowest Kafka protocol version the cluster speaks (2.8.0 or newer).
+	Version  string
+	ClientID string
+	// MaxMessageBytes is the client-side message size limit; larger events
+	// fail with MESSAGE_TOO_LARGE before reaching the broker.
+	MaxMessageBytes int
+	// Compression is none, gzip, snappy, lz4 or zstd.
+	Compression string
+	// Linger is how long the producer waits to fill a batch (0: send as soon
+	// as the previous request to that broker is answered).
+	Linger time.Duration
+	// MetadataRetries bounds metadata refreshes per lookup (a missing topic
+	// costs this many round trips before it fails).
+	MetadataRetries int
+	DialTimeout     time.Duration
+	// RequestTimeout bounds a produce request (the broker's ack wait too).
+	RequestTimeout time.Duration
+
+	// SASLMechanism is empty (no SASL) or PLAIN.
+	SASLMechanism string
+	SASLUser      string
+	SASLPassword  string
+
+	TLS                   bool
+	TLSCAFile             string
+	TLSInsecureSkipVerify bool
+}
+
+func (k KafkaConfig) withDefaults() KafkaConfig {
+	k.Version = cmp.Or(k.Version, KafkaVersionDefault)
+	k.ClientID = cmp.Or(k.ClientID, KafkaClientIDDefault)
+	k.MaxMessageBytes = cmp.Or(k.MaxMessageBytes, KafkaMaxMessageBytesDefault)
+	k.Compression = cmp.Or(k.Compression, KafkaCompressionDefault)
+	k.MetadataRetries = cmp.Or(k.MetadataRetries, KafkaMetadataRetriesDefault)
+	k.DialTimeout = cmp.Or(k.DialTimeout, KafkaDialTimeoutDefault)
+	k.RequestTimeout = cmp.Or(k.RequestTimeout, KafkaRequestTimeoutDefault)
+	return k
+}
+
+// Sarama builds the producer configuration: idempotent, acks=all, one
+// request in flight per broker so that retries cannot reorder, asynchronous
+// and batched. Errors name the flag to fix.
+func (k KafkaConfig) Sarama() (*sarama.Config, error) {
+	k = k.withDefaults()
+	if len(k.Brokers) == 0 {
+		return nil, errors.New("--kafka-brokers: at least one broker address is required (host:port)")
+	}
+	for _, b := range k.Brokers {
+		if !strings.Contains(b, ":") {
+			return nil, fmt.Errorf("--kafka-brokers: %q is not host:port", b)
+		}
+	}
+	c := sarama.NewConfig()
+	v, err := sarama.ParseKafkaVersion(k.Version)
+	if err != nil {
+		return nil, fmt.Errorf("--kafka-version: %w", err)
+	}
+	if !v.IsAtLeast(sarama.V2_8_0_0) {
+		return nil, fmt.Errorf("--kafka-version: %s is older than 2.8.0, which the relay needs", k.Version)
+	}
+	c.Version = v
+	c.ClientID = k.ClientID
+	c.Producer.Idempotent = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Net.MaxOpenRequests = 1
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.Retry.Max = 3
+	c.Producer.Retry.Backoff = 100 * time.Millisecond
+	c.Producer.Timeout = k.RequestTimeout
+	c.Producer.Flush.Frequency = k.Linger
+	c.ChannelBufferSize = 1024
+	if k.MaxMessageBytes < 1 {
+		return nil, errors.New("--kafka-max-message-bytes must be positive")
+	}
+	c.Producer.MaxMessageBytes = k.MaxMessageBytes
+	if c.Producer.Compression, err = compression(k.Compression); err != nil {
+		return nil, err
+	}
+	c.Metadata.Full = false
+	c.Metadata.Retry.Max = k.MetadataRetries
+	c.Metadata.Retry.Backoff = 100 * time.Millisecond
+	c.Net.DialTimeout = k.DialTimeout
+	c.Net.ReadTimeout = k.RequestTimeout + 5*time.Second
+	c.Net.WriteTimeout = k.RequestTimeout
+
+	switch strings.ToUpper(k.SASLMechanism) {
+	case "":
+	case sarama.SASLTypePlaintext:
+		if k.SASLUser == "" {
+			return nil, errors.New("--kafka-sasl-user is required with --kafka-sasl-mechanism=PLAIN")
+		}
+		c.Net.SASL.Enable = true
+		c.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		c.Net.SASL.User = k.SASLUser
+		c.Net.SASL.Password = k.SASLPassword
+		c.Net.SASL.Handshake = true
+	default:
+		return nil, fmt.Errorf("--kafka-sasl-mechanism: %q is not supported; outbox-relay implements PLAIN (SCRAM is not implemented yet)", k.SASLMechanism)
+	}
+
+	if k.TLS || k.TLSCAFile != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLSInsecureSkipVerify} //nolint:gosec // operator's explicit choice
+		if k.TLSCAFile != "" {
+			pem, err := os.ReadFile(k.TLSCAFile)
+			if err != nil {
+				return nil, fmt.Errorf("--kafka-tls-ca-file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--kafka-tls-ca-file: no PEM certificate in %s", k.TLSCAFile)
+			}
+			tc.RootCAs = pool
+		}
+		c.Net.TLS.Enable = true
+		c.Net.TLS.Config = tc
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka configuration: %w", err)
+	}
+	return c, nil
+}
+
+func compression(name string) (sarama.CompressionCodec, error) {
+	switch strings.ToLower(name) {
+	case "none":
+		return sarama.CompressionNone, nil
+	case "gzip":
+		return sarama.CompressionGZIP, nil
+	case "snappy":
+		return sarama.CompressionSnappy, nil
+	case "lz4":
+		return sarama.CompressionLZ4, nil
+	case "zstd":
+		return sarama.CompressionZSTD, nil
+	}
+	return 0, fmt.Errorf("--kafka-compression: %q is not one of none, gzip, snappy, lz4, zstd", name)
+}

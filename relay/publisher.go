@@ -1,0 +1,240 @@
+package relay
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+)
+
+// breakerState is the Kafka circuit breaker's state.
+type breakerState int
+
+const (
+	breakerClosed   breakerState = iota // delivering
+	breakerOpen                         // cluster unavailable: nothing is sent
+	breakerHalfOpen                     // one probe message is out
+)
+
+func (s breakerState) String() string {
+	return [...]string{"closed", "open", "half-open"}[s]
+}
+
+// Publisher sends events through one idempotent, acks=all async producer and
+// keeps cluster outages away from the events: an "unavailable" error opens a
+// circuit breaker, sending pauses, and once everything in flight is back the
+// failed messages are resent in their original order, first one alone as a
+// probe. Events see only their final outcome.
+type Publisher struct {
+	producer sarama.AsyncProducer
+	log      *zap.Logger
+	backoff  backoff.BackOff
+
+	mu         sync.Mutex
+	cond       *sync.Cond
+	state      breakerState
+	recovering bool
+	inFlight   int      // handed to sarama, not yet returned
+	resend     []*event // came back "unavailable", waiting to be resent
+	openedAt   time.Time
+	collected  chan struct{}
+}
+
+// newPublisher wraps producer; bo paces probes while the cluster is down.
+func newPublisher(producer sarama.AsyncProducer, bo backoff.BackOff, log *zap.Logger) *Publisher {
+	p := &Publisher{producer: producer, backoff: bo, log: log, collected: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	go p.collect()
+	return p
+}
+
+// Available reports whether the breaker is closed: the poller claims nothing
+// while it is not.
+func (p *Publisher) Available() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state == breakerClosed && len(p.resend) == 0
+}
+
+// send hands e to Kafka, first resending (in order) whatever an outage sent
+// back. It blocks while the cluster is unavailable and returns ctx.Err() when
+// ctx ends first; the outcome reaches e.batch.
+func (p *Publisher) send(ctx context.Context, e *event) error {
+	p.mu.Lock()
+	for p.state != breakerClosed || len(p.resend) > 0 {
+		if err := p.recover(ctx); err != nil {
+			p.mu.Unlock()
+			return err
+		}
+	}
+	p.inFlight++
+	p.mu.Unlock()
+	p.producer.Input() <- &e.msg
+	return nil
+}
+
+// recover runs one step of outage recovery. Called with p.mu held.
+func (p *Publisher) recover(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	if p.recovering { // another sender is at it: wait for the outcome
+		for p.recovering && ctx.Err() == nil {
+			p.cond.Wait()
+		}
+		return ctx.Err()
+	}
+	p.recovering = true
+	defer func() { p.recovering = false; p.cond.Broadcast() }()
+
+	// What is still in flight comes back before anything is resent, so the
+	// resend keeps the original order.
+	if err := p.waitIdle(ctx); err != nil {
+		return err
+	}
+	if p.state != breakerClosed {
+		d := p.backoff.NextBackOff()
+		p.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		p.mu.Lock()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if len(p.resend) == 0 {
+			p.close("nothing to resend")
+			return nil
+		}
+		p.state = breakerHalfOpen
+		p.log.Info("kafka circuit breaker half-open: sending one probe message", zap.Duration("after", d))
+		slices.SortFunc(p.resend, func(a, b *event) int { return cmpSeq(a.seq, b.seq) })
+		probe := p.resend[0]
+		p.resend = p.resend[1:]
+		p.inFlight++
+		p.mu.Unlock()
+		p.producer.Input() <- &probe.msg
+		p.mu.Lock()
+		if err := p.waitIdle(ctx); err != nil {
+			return err
+		}
+		if p.state != breakerClosed {
+			return nil // the probe failed: open again, next step waits longer
+		}
+	}
+	// Closed: resend the rest in order, then new events may follow.
+	batch := p.resend
+	p.resend = nil
+	slices.SortFunc(batch, func(a, b *event) int { return cmpSeq(a.seq, b.seq) })
+	p.inFlight += len(batch)
+	p.mu.Unlock()
+	for _, e := range batch {
+		p.producer.Input() <- &e.msg
+	}
+	p.mu.Lock()
+	return nil
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// waitIdle waits, with p.mu held, until nothing is in flight.
+func (p *Publisher) waitIdle(ctx context.Context) error {
+	for p.inFlight > 0 && ctx.Err() == nil {
+		p.cond.Wait()
+	}
+	return ctx.Err()
+}
+
+// close closes the breaker. Called with p.mu held.
+func (p *Publisher) close(why string) {
+	if p.state == breakerClosed {
+		return
+	}
+	p.state = breakerClosed
+	p.backoff.Reset()
+	p.log.Info("kafka recovered: circuit breaker closed", zap.String("why", why),
+		zap.Duration("outage", time.Since(p.openedAt)), zap.Int("resending", len(p.resend)))
+}
+
+func (p *Publisher) collect() {
+	defer close(p.collected)
+	succ, errs := p.producer.Successes(), p.producer.Errors()
+	for succ != nil || errs != nil {
+		select {
+		case m, ok := <-succ:
+			if !ok {
+				succ = nil
+				continue
+			}
+			e := m.Metadata.(*event)
+			e.res = result{status: StatusSent, attempts: 1, partition: m.Partition, offset: m.Offset}
+			p.returned(e, nil)
+		case pe, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			e := pe.Msg.Metadata.(*event)
+			switch class, reason := classify(pe.Err); class {
+			case classUnavailable:
+				p.returned(e, pe.Err)
+				continue
+			case classMessage:
+				e.res = result{status: StatusFailed, attempts: 1, reason: reason, lastError: pe.Err.Error()}
+			default:
+				e.res = result{status: StatusPending, attempts: 1, lastError: pe.Err.Error()}
+			}
+			p.returned(e, nil)
+		}
+	}
+}
+
+// returned books a message sarama gave back. unavailable != nil puts it in
+// line for resending and opens the breaker; otherwise its outcome is final.
+func (p *Publisher) returned(e *event, unavailable error) {
+	p.mu.Lock()
+	p.inFlight--
+	if unavailable != nil {
+		p.resend = append(p.resend, e)
+		switch p.state {
+		case breakerClosed:
+			p.openedAt = time.Now()
+			p.log.Warn("kafka unavailable: circuit breaker open, delivery paused; events are not failed", zap.Error(unavailable))
+		case breakerHalfOpen:
+			p.log.Info("kafka still unavailable: circuit breaker open again", zap.Error(unavailable))
+		}
+		p.state = breakerOpen
+	} else if p.state == breakerHalfOpen {
+		p.close("probe delivered")
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	if unavailable == nil {
+		e.batch.complete()
+	}
+}
+
+// Close shuts the producer down and waits for its last outcomes.
+func (p *Publisher) Close() error {
+	err := p.producer.Close()
+	<-p.collected
+	return err
+}

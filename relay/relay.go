@@ -1,0 +1,225 @@
+// Package relay publishes outbox events to Kafka and records each outcome in
+// outbox.deliveries, confirming the replication slot only past transactions
+// whose events all have a durable status row.
+package relay
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// Defaults for Config.
+const (
+	BatchSizeDefault        = 1000
+	MaxInFlightDefault      = 20000
+	MaxInFlightBytesDefault = 32 << 20
+	ShutdownTimeoutDefault  = 30 * time.Second
+)
+
+// Config configures a Relay.
+type Config struct {
+	DatabaseURL string
+	Slot        string
+	Publication string
+	// StatusInterval is how often the slot position is confirmed.
+	StatusInterval time.Duration
+	// BatchSize caps the events per Kafka hand-off and per status statement.
+	BatchSize int
+	// MaxInFlight and MaxInFlightBytes cap events read from the slot that have
+	// no status row yet; they bound memory whatever the transaction size.
+	MaxInFlight      int
+	MaxInFlightBytes int
+	// ShutdownTimeout bounds the graceful drain after the context ends.
+	ShutdownTimeout time.Duration
+	Kafka           KafkaConfig
+	Logger          *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Slot = cmp.Or(c.Slot, cdc.SlotDefault)
+	c.Publication = cmp.Or(c.Publication, cdc.PublicationDefault)
+	c.StatusInterval = cmp.Or(c.StatusInterval, cdc.StatusIntervalDefault)
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
+	c.MaxInFlightBytes = cmp.Or(c.MaxInFlightBytes, MaxInFlightBytesDefault)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Validate reports the first setting that cannot work, naming its flag.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.DatabaseURL == "":
+		return errors.New("--database-url is required (or OUTBOX_DATABASE_URL)")
+	case c.BatchSize < 1:
+		return errors.New("--batch-size must be at least 1")
+	case c.MaxInFlight < c.BatchSize:
+		return fmt.Errorf("--max-in-flight (%d) must be at least --batch-size (%d)", c.MaxInFlight, c.BatchSize)
+	case c.MaxInFlightBytes < 1<<20:
+		return errors.New("--max-in-flight-bytes must be at least 1 MiB")
+	case c.StatusInterval < 10*time.Millisecond:
+		return errors.New("--status-interval must be at least 10ms")
+	}
+	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+		return fmt.Errorf("--database-url: %w", err)
+	}
+	_, err := c.Kafka.Sarama()
+	return err
+}
+
+// Relay streams outbox inserts to Kafka.
+type Relay struct {
+	cfg  Config
+	log  *zap.Logger
+	pool *pgxpool.Pool
+	pub  *Publisher
+}
+
+// New checks cfg and opens the connection pool; it does not connect yet.
+func New(cfg Config) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	pool, err := pgxpool.New(context.Background(), cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("--database-url: %w", err)
+	}
+	return &Relay{cfg: cfg, log: cfg.Logger, pool: pool}, nil
+}
+
+// Run relays until ctx ends, then drains what is in flight, records its
+// statuses, confirms the slot and returns nil. Lost connections to
+// PostgreSQL or Kafka are retried with backoff; configuration problems that
+// retrying cannot fix are returned.
+func (r *Relay) Run(ctx context.Context) error {
+	defer r.pool.Close()
+	if err := r.connectKafka(ctx); err != nil {
+		return err
+	}
+	if r.pub == nil {
+		return nil // ctx ended while Kafka was down
+	}
+	defer func() {
+		if err := r.pub.Close(); err != nil {
+			r.log.Warn("closing kafka producer", zap.Error(err))
+		}
+	}()
+
+	bo := retry.Outage(500*time.Millisecond, 30*time.Second)
+	pg := newOutage(r.log, "postgres replication stream")
+	for {
+		err := r.session(ctx, pg)
+		if ctx.Err() != nil {
+			return err
+		}
+		if errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) {
+			return err
+		}
+		if err == nil {
+			bo.Reset()
+			continue
+		}
+		pg.failed(err)
+		if !sleep(ctx, bo.NextBackOff()) {
+			return nil
+		}
+	}
+}
+
+// connectKafka creates the producer, waiting for the cluster if it is down.
+func (r *Relay) connectKafka(ctx context.Context) error {
+	sc, err := r.cfg.Kafka.Sarama()
+	if err != nil {
+		return err
+	}
+	bo := retry.Outage(500*time.Millisecond, 30*time.Second)
+	o := newOutage(r.log, "kafka")
+	for {
+		producer, err := sarama.NewAsyncProducer(r.cfg.Kafka.Brokers, sc)
+		if err == nil {
+			o.ok()
+			r.pub = newPublisher(producer, retry.Outage(200*time.Millisecond, 30*time.Second), r.log)
+			return nil
+		}
+		var cerr sarama.ConfigurationError
+		if errors.As(err, &cerr) {
+			return fmt.Errorf("kafka configuration: %w", err)
+		}
+		o.failed(err)
+		if !sleep(ctx, bo.NextBackOff()) {
+			return nil
+		}
+	}
+}
+
+// sleep waits d or until ctx ends, reporting whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// outage logs a dependency going down once, and its recovery once.
+type outage struct {
+	log   *zap.Logger
+	what  string
+	down  bool
+	since time.Time
+}
+
+func newOutage(log *zap.Logger, what string) *outage { return &outage{log: log, what: what} }
+
+func (o *outage) failed(err error) {
+	if o.down {
+		o.log.Debug(o.what+" still unavailable", zap.Error(err))
+		return
+	}
+	o.down, o.since = true, time.Now()
+	o.log.Warn(o.what+" unavailable; retrying with backoff", zap.Error(err))
+}
+
+func (o *outage) ok() {
+	if o.down {
+		o.down = false
+		o.log.Info(o.what+" recovered", zap.Duration("outage", time.Since(o.since).Round(time.Millisecond)))
+	}
+}
+
+// retryDB runs op until it succeeds or ctx ends, backing off in between.
+func retryDB(ctx context.Context, o *outage, op func(context.Context) error) error {
+	bo := retry.Outage(100*time.Millisecond, 10*time.Second)
+	for {
+		err := op(ctx)
+		if err == nil {
+			o.ok()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		o.failed(err)
+		if !sleep(ctx, bo.NextBackOff()) {
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,266 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/outbox-relay/outbox-relay/cdc"
+)
+
+// batch is a run of consecutive events travelling the pipeline together.
+type batch struct {
+	events  []event
+	bytes   int
+	lastSeq uint64
+	pending atomic.Int32 // outcomes still to come, +1 while being fed
+	done    chan struct{}
+}
+
+func (b *batch) complete() {
+	if b.pending.Add(-1) == 0 {
+		close(b.done)
+	}
+}
+
+// session is one replication connection's worth of relaying. Stages, each
+// one goroutine, in order:
+//
+//	Receive (cdc) → consume: decode rows, cut batches, bound the window
+//	             → produce:  skip rows that have a status, hand the rest to Kafka
+//	             → write:    one status statement per group of finished batches,
+//	                         in order; then the tracker may confirm the slot.
+type session struct {
+	r      *Relay
+	tr     *tracker
+	win    *window
+	hard   context.Context // ends only when the graceful drain gives up
+	pgDown *outage
+
+	seq        uint64
+	commitTime time.Time
+	cur        *batch
+	layouts    map[*cdc.Relation]*layout
+
+	toProduce chan *batch
+	toWrite   chan *batch
+	produced  chan struct{}
+	written   chan struct{}
+}
+
+func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
+	stream, err := cdc.Open(ctx, cdc.Config{
+		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
+		StatusInterval: r.cfg.StatusInterval,
+	})
+	if err != nil {
+		return err
+	}
+	streamOutage.ok()
+	r.log.Info("streaming", zap.String("slot", r.cfg.Slot), zap.Stringer("lsn", stream.StartLSN()))
+
+	hard, giveUp := context.WithCancel(context.WithoutCancel(ctx))
+	defer giveUp()
+	stopDrainTimer := context.AfterFunc(ctx, func() {
+		time.AfterFunc(r.cfg.ShutdownTimeout, giveUp)
+	})
+	defer stopDrainTimer()
+
+	s := &session{
+		r: r, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
+		hard: hard, pgDown: newOutage(r.log, "postgres"),
+		layouts:   map[*cdc.Relation]*layout{},
+		toProduce: make(chan *batch, r.cfg.MaxInFlight),
+		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
+		produced:  make(chan struct{}),
+		written:   make(chan struct{}),
+	}
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	changes := make(chan cdc.Change, min(r.cfg.BatchSize, 4096))
+	recvErr := make(chan error, 1)
+	go func() {
+		defer close(changes)
+		recvErr <- stream.Receive(readCtx, changes, s.tr)
+	}()
+	go s.produce()
+	go s.write()
+
+	consumeErr := s.consume(changes)
+	if consumeErr != nil {
+		stopReading()
+		for range changes { //nolint:revive // let Receive return
+		}
+	}
+	s.flush()
+	close(s.toProduce)
+	close(s.toWrite)
+	<-s.produced
+	<-s.written
+	err = errors.Join(consumeErr, <-recvErr)
+	if hard.Err() != nil {
+		r.log.Warn("shutdown timeout: gave up on events still in flight; they will be replayed",
+			zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
+	}
+	if cerr := stream.Close(ctx, s.tr); cerr != nil && err == nil && ctx.Err() == nil {
+		err = cerr
+	}
+	r.log.Info("stream stopped", zap.Stringer("confirmed_lsn", s.tr.Confirmed()))
+	return err
+}
+
+// consume turns changes into batches until the stream ends.
+func (s *session) consume(changes <-chan cdc.Change) error {
+	for {
+		var ch cdc.Change
+		var ok bool
+		select {
+		case ch, ok = <-changes:
+		default:
+			s.flush() // nothing else waiting: send what we have now
+			ch, ok = <-changes
+		}
+		if !ok {
+			return nil
+		}
+		switch ch.Kind {
+		case cdc.KindBegin:
+			s.commitTime = ch.Time
+		case cdc.KindInsert:
+			if err := s.add(ch); err != nil {
+				return err
+			}
+		case cdc.KindCommit:
+			s.tr.commit(s.seq, ch.LSN)
+		}
+	}
+}
+
+func (s *session) add(ch cdc.Change) error {
+	l := s.layouts[ch.Relation]
+	if l == nil {
+		var err error
+		if l, err = newLayout(ch.Relation); err != nil {
+			return err
+		}
+		s.layouts[ch.Relation] = l
+	}
+	if s.cur == nil {
+		s.cur = &batch{events: make([]event, 0, s.r.cfg.BatchSize), done: make(chan struct{})}
+	}
+	s.seq++
+	b := s.cur
+	b.events = append(b.events, event{seq: s.seq, batch: b}) // within capacity: pointers stay valid
+	e := &b.events[len(b.events)-1]
+	l.fill(e, ch.Values, s.commitTime)
+	b.bytes += max(e.size, 64)
+	if len(b.events) == cap(b.events) || b.bytes >= s.r.cfg.MaxInFlightBytes/4 {
+		s.flush()
+	}
+	return nil
+}
+
+// flush ships the current batch once the window has room for it.
+func (s *session) flush() {
+	b := s.cur
+	if b == nil || len(b.events) == 0 {
+		return
+	}
+	s.cur = nil
+	b.lastSeq = s.seq
+	s.win.acquire(len(b.events), b.bytes)
+	b.pending.Store(int32(len(b.events)) + 1)
+	s.toWrite <- b
+	s.toProduce <- b
+}
+
+// produce skips events that already have a status row, records invalid ones
+// and hands the rest to Kafka, in order.
+func (s *session) produce() {
+	defer close(s.produced)
+	ids := make([][16]byte, 0, s.r.cfg.BatchSize)
+	for b := range s.toProduce {
+		err := retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
+			return markExisting(ctx, s.r.pool, b, ids)
+		})
+		for i := range b.events {
+			e := &b.events[i]
+			switch {
+			case err != nil: // giving up: the outcome will never be written
+			case e.skip:
+				b.complete()
+			case e.invalid != "":
+				e.res = result{status: StatusFailed, reason: ReasonInvalidEvent, lastError: e.invalid}
+				s.r.log.Warn("invalid event", zap.String("event_id", string(formatUUID(e.id))), zap.String("error", e.invalid))
+				b.complete()
+			default:
+				err = s.r.pub.send(s.hard, e)
+			}
+		}
+		b.complete()
+	}
+}
+
+// write records outcomes in order, one statement for as many finished
+// batches as fit in BatchSize rows, then lets the tracker advance.
+func (s *session) write() {
+	defer close(s.written)
+	rows := &statusRows{}
+	var group []*batch
+	var next *batch
+	for {
+		b := next
+		next = nil
+		if b == nil {
+			var ok bool
+			if b, ok = <-s.toWrite; !ok {
+				return
+			}
+		}
+		select {
+		case <-b.done:
+		case <-s.hard.Done():
+			return
+		}
+		group = append(group[:0], b)
+		n := len(b.events)
+	more:
+		for n < s.r.cfg.BatchSize {
+			select {
+			case nb, ok := <-s.toWrite:
+				if !ok {
+					break more
+				}
+				select {
+				case <-nb.done:
+					group = append(group, nb)
+					n += len(nb.events)
+				default:
+					next = nb
+					break more
+				}
+			default:
+				break more
+			}
+		}
+		rows.reset()
+		for _, g := range group {
+			for i := range g.events {
+				if e := &g.events[i]; !e.skip {
+					rows.add(e)
+				}
+			}
+		}
+		if err := retryDB(s.hard, s.pgDown, func(ctx context.Context) error { return rows.write(ctx, s.r.pool) }); err != nil {
+			return
+		}
+		for _, g := range group {
+			s.win.release(len(g.events), g.bytes)
+		}
+		s.tr.madeDurable(group[len(group)-1].lastSeq)
+	}
+}
+

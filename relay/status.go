@@ -1,0 +1,118 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Status is a delivery state in outbox.deliveries.status.
+type Status string
+
+// The delivery states.
+const (
+	StatusPending    Status = "PENDING"
+	StatusProcessing Status = "PROCESSING"
+	StatusSent       Status = "SENT"
+	StatusFailed     Status = "FAILED"
+)
+
+// Failure reasons in outbox.deliveries.failure_reason.
+const (
+	ReasonInvalidEvent        = "INVALID_EVENT"
+	ReasonInvalidTopic        = "INVALID_TOPIC"
+	ReasonUnauthorizedOnTopic = "UNAUTHORIZED_ON_TOPIC"
+	ReasonMessageTooLarge     = "MESSAGE_TOO_LARGE"
+	ReasonRetriesExhausted    = "RETRIES_EXHAUSTED"
+)
+
+// existingSQL finds events that already have a status row: replayed after a
+// restart, or owned by the poller. The stream publishes none of them.
+const existingSQL = `SELECT event_id FROM outbox.deliveries WHERE event_id = ANY($1::uuid[])`
+
+// insertStatusSQL records a batch of stream outcomes in one statement. A row
+// that appeared meanwhile belongs to whoever wrote it and is left alone.
+const insertStatusSQL = `
+INSERT INTO outbox.deliveries
+    (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset, sent_at)
+SELECT u.id, u.status, u.attempts, NULLIF(u.last_error, ''), NULLIF(u.reason, ''),
+       CASE WHEN u.status = 'PENDING' THEN now() END,
+       NULLIF(u.part, -1), NULLIF(u.off, -1),
+       CASE WHEN u.status = 'SENT' THEN now() END
+FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[])
+     AS u(id, status, attempts, last_error, reason, part, off)
+ON CONFLICT (event_id) DO NOTHING`
+
+// statusRows is a batch of outcomes in column form, ready for unnest.
+type statusRows struct {
+	ids        [][16]byte
+	statuses   []string
+	attempts   []int32
+	lastErrors []string
+	reasons    []string
+	partitions []int32
+	offsets    []int64
+}
+
+func (s *statusRows) reset() {
+	s.ids, s.statuses, s.attempts = s.ids[:0], s.statuses[:0], s.attempts[:0]
+	s.lastErrors, s.reasons = s.lastErrors[:0], s.reasons[:0]
+	s.partitions, s.offsets = s.partitions[:0], s.offsets[:0]
+}
+
+func (s *statusRows) add(e *event) {
+	r := &e.res
+	s.ids = append(s.ids, e.id)
+	s.statuses = append(s.statuses, string(r.status))
+	s.attempts = append(s.attempts, r.attempts)
+	s.lastErrors = append(s.lastErrors, r.lastError)
+	s.reasons = append(s.reasons, r.reason)
+	part, off := int32(-1), int64(-1)
+	if r.status == StatusSent {
+		part, off = r.partition, r.offset
+	}
+	s.partitions = append(s.partitions, part)
+	s.offsets = append(s.offsets, off)
+}
+
+func (s *statusRows) write(ctx context.Context, pool *pgxpool.Pool) error {
+	if len(s.ids) == 0 {
+		return nil
+	}
+	_, err := pool.Exec(ctx, insertStatusSQL, s.ids, s.statuses, s.attempts, s.lastErrors, s.reasons, s.partitions, s.offsets)
+	if err != nil {
+		return fmt.Errorf("writing %d delivery statuses: %w", len(s.ids), err)
+	}
+	return nil
+}
+
+// markExisting sets skip on events of b that already have a status row.
+func markExisting(ctx context.Context, pool *pgxpool.Pool, b *batch, ids [][16]byte) error {
+	ids = ids[:0]
+	for i := range b.events {
+		ids = append(ids, b.events[i].id)
+	}
+	rows, err := pool.Query(ctx, existingSQL, ids)
+	if err != nil {
+		return fmt.Errorf("looking up existing delivery rows: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	if err != nil {
+		return fmt.Errorf("looking up existing delivery rows: %w", err)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	set := make(map[[16]byte]struct{}, len(found))
+	for _, id := range found {
+		set[id] = struct{}{}
+	}
+	for i := range b.events {
+		if _, ok := set[b.events[i].id]; ok {
+			b.events[i].skip = true
+		}
+	}
+	return nil
+}
