@@ -1,0 +1,136 @@
+// Package pgtest gives each test its own migrated database on the real
+// PostgreSQL named by TEST_DATABASE_URL (scripts/test.sh starts one).
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-relay/outbox-relay/migrations"
+)
+
+// AdminURL returns TEST_DATABASE_URL or fails the test with how to get one.
+func AdminURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("TEST_DATABASE_URL")
+	if u == "" {
+		t.Fatal("TEST_DATABASE_URL is not set: run scripts/test.sh, which starts a throwaway PostgreSQL (wal_level=logical)")
+	}
+	return u
+}
+
+// NewDB creates an empty database, dropped (with its replication slots) when
+// the test ends, and returns its URL.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	admin := AdminURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connecting to TEST_DATABASE_URL: %v", err)
+	}
+	defer conn.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "outbox_test_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("creating test database: %v", err)
+	}
+	t.Cleanup(func() { dropDB(t, admin, name) })
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatalf("parsing TEST_DATABASE_URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func dropDB(t testing.TB, admin, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Logf("dropping %s: %v", name, err)
+		return
+	}
+	defer conn.Close(ctx)
+	// A relay that just stopped may still hold its slot for a moment.
+	for {
+		_, err = conn.Exec(ctx, `
+			SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL;
+		`, name)
+		if err == nil {
+			_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, name)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
+		}
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Logf("dropping %s: %v", name, err)
+	}
+}
+
+// Migrated creates a database with the outbox schema applied and returns its
+// URL and a pool on it.
+func Migrated(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	dbURL := NewDB(t)
+	pool := Pool(t, dbURL)
+	if _, err := migrations.Up(context.Background(), pool); err != nil {
+		t.Fatalf("migrating: %v", err)
+	}
+	return dbURL, pool
+}
+
+// Pool opens a pool closed when the test ends.
+func Pool(t testing.TB, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatalf("opening pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Eventually polls cond every 20ms until it returns true or timeout passes,
+// then fails with what the last call said.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Count runs a count query.
+func Count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}

@@ -1,0 +1,196 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+type testBundle struct {
+	dbURL   string
+	pool    *pgxpool.Pool
+	cluster *kfake.Cluster
+	brokers []string
+}
+
+// setup gives a test its own migrated database and a broker with the topics
+// (three partitions each) and no topic auto-creation.
+func setup(t *testing.T, opts ...kfake.Opt) *testBundle {
+	t.Helper()
+	dbURL, pool := pgtest.Migrated(t)
+	c := kafkatest.Cluster(t, opts...)
+	return &testBundle{dbURL: dbURL, pool: pool, cluster: c, brokers: c.ListenAddrs()}
+}
+
+func (b *testBundle) config(t *testing.T) relay.Config {
+	return relay.Config{
+		DatabaseURL: b.dbURL,
+		Kafka:       relay.KafkaConfig{Brokers: b.brokers, MetadataRetries: 1},
+		Logger:      zaptest.NewLogger(t),
+	}
+}
+
+// startRelay runs a relay in the background; the returned stop ends it
+// gracefully and returns Run's error. It is also called at cleanup.
+func (b *testBundle) startRelay(t *testing.T, cfg relay.Config) (stop func() error) {
+	t.Helper()
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatalf("relay.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var stopped bool
+	var runErr error
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("relay did not stop within 60s of cancellation")
+			}
+		}
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	b.waitStreaming(t, cfg)
+	return stop
+}
+
+// waitStreaming waits until the relay's slot exists and is being read, so
+// that what the test inserts next is streamed.
+func (b *testBundle) waitStreaming(t *testing.T, cfg relay.Config) {
+	t.Helper()
+	slot := cfg.Slot
+	if slot == "" {
+		slot = "outbox_relay"
+	}
+	pgtest.Eventually(t, 30*time.Second, "slot "+slot+" active", func() (bool, string) {
+		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active`, slot)
+		return n == 1, fmt.Sprintf("%d active slots named %s", n, slot)
+	})
+}
+
+func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := b.pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (b *testBundle) waitStatus(t *testing.T, status string, n int, timeout time.Duration) {
+	t.Helper()
+	pgtest.Eventually(t, timeout, fmt.Sprintf("%d %s rows", n, status), func() (bool, string) {
+		got := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = $1`, status)
+		return got >= n, fmt.Sprintf("%d %s rows", got, status)
+	})
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+func TestRelay_DeliversCommittedEventsWithKeyPayloadHeadersAndStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	b.startRelay(t, b.config(t))
+
+	// Transactions of 1, 10 and 1,000 rows; seq orders events per key.
+	seq := 0
+	for _, size := range []int{1, 10, 1000} {
+		b.exec(t, `
+			INSERT INTO outbox.events (topic, key, payload, headers, event_type)
+			SELECT 'orders', 'customer-' || ((s + $1) % 7),
+			       jsonb_build_object('seq', s + $1, 'note', 'größe ✓'),
+			       jsonb_build_object('trace-id', 't' || (s + $1)),
+			       'order.created'
+			FROM generate_series(1, $2) AS s`, seq, size)
+		seq += size
+	}
+	total := seq
+	b.waitStatus(t, "SENT", total, 60*time.Second)
+
+	recs := kafkatest.Consume(t, b.brokers, total, 30*time.Second, "orders")
+	if len(recs) != total {
+		t.Fatalf("read %d records from Kafka, want %d", len(recs), total)
+	}
+	type row struct {
+		key, payload, headers, eventType string
+		partition                        int32
+		offset                           int64
+	}
+	rows := map[string]row{}
+	dbRows, err := b.pool.Query(context.Background(), `
+		SELECT e.id::text, e.key, e.payload::text, e.headers::text, e.event_type, d.kafka_partition, d.kafka_offset
+		FROM outbox.events e JOIN outbox.deliveries d ON d.event_id = e.id WHERE d.status = 'SENT'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dbRows.Next() {
+		var id string
+		var r row
+		if err := dbRows.Scan(&id, &r.key, &r.payload, &r.headers, &r.eventType, &r.partition, &r.offset); err != nil {
+			t.Fatal(err)
+		}
+		rows[id] = r
+	}
+	lastSeq := map[string]int{}
+	for _, rec := range recs {
+		id, ok := header(rec, relay.HeaderEventID)
+		if !ok {
+			t.Fatalf("record at %d/%d has no %s header", rec.Partition, rec.Offset, relay.HeaderEventID)
+		}
+		want, ok := rows[id]
+		if !ok {
+			t.Fatalf("record for event %s has no SENT row", id)
+		}
+		if string(rec.Key) != want.key {
+			t.Errorf("event %s: key %q, want %q", id, rec.Key, want.key)
+		}
+		if string(rec.Value) != want.payload {
+			t.Errorf("event %s: value %q, want payload::text %q", id, rec.Value, want.payload)
+		}
+		if et, _ := header(rec, relay.HeaderEventType); et != want.eventType {
+			t.Errorf("event %s: %s header %q, want %q", id, relay.HeaderEventType, et, want.eventType)
+		}
+		var hs map[string]string
+		_ = json.Unmarshal([]byte(want.headers), &hs)
+		for k, v := range hs {
+			if got, _ := header(rec, k); got != v {
+				t.Errorf("event %s: header %s = %q, want %q", id, k, got, v)
+			}
+		}
+		if rec.Partition != want.partition || rec.Offset != want.offset {
+			t.Errorf("event %s: on Kafka at %d/%d, status row says %d/%d", id, rec.Partition, rec.Offset, want.partition, want.offset)
+		}
+		var p struct{ Seq int }
+		_ = json.Unmarshal(rec.Value, &p)
+		if p.Seq <= lastSeq[want.key] {
+			t.Errorf("key %s: seq %d arrived after seq %d: commit order per key broken", want.key, p.Seq, lastSeq[want.key])
+		}
+		lastSeq[want.key] = p.Seq
+	}
+	if !strings.Contains(string(recs[0].Value), "größe ✓") {
+		t.Errorf("non-ASCII payload mangled: %s", recs[0].Value)
+	}
+}
