@@ -156,7 +156,7 @@ func (d *decoder) decode(data []byte) (ch Change, ok bool, err error) {
 		r.u32() // xid
 		ok = true
 	case 'C':
-		r.u8() // flags
+		r.u8()  // flags
 		r.u64() // commit LSN
 		ch.Kind = KindCommit
 		ch.LSN = pglogrepl.LSN(r.u64())

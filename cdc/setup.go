@@ -24,8 +24,9 @@ type SlotInfo struct {
 // minServerVersion is PostgreSQL 14: binary pgoutput.
 const minServerVersion = 140000
 
-// Prepare checks the server can stream the outbox and creates the
-// publication and the pgoutput slot when they are missing.
+// Prepare checks the server can stream the outbox, creates the publication
+// when it is missing, and reports whether the slot exists (Created=true
+// means it does not yet: Open creates it on the replication connection).
 func Prepare(ctx context.Context, conn *pgx.Conn, slot, publication string) (SlotInfo, error) {
 	var walLevel string
 	var version int
@@ -83,16 +84,7 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, er
 		SELECT coalesce(plugin, ''), slot_type, confirmed_flush_lsn::text, database
 		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &slotType, &confirmed, &db)
 	if errors.Is(err, pgx.ErrNoRows) {
-		var lsn string
-		err = conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsn)
-		if err != nil {
-			return SlotInfo{}, fmt.Errorf("creating replication slot %q: %w", slot, err)
-		}
-		l, err := pglogrepl.ParseLSN(lsn)
-		if err != nil {
-			return SlotInfo{}, fmt.Errorf("parsing slot LSN %q: %w", lsn, err)
-		}
-		return SlotInfo{ConfirmedFlush: l, Created: true}, nil
+		return SlotInfo{Created: true}, nil
 	}
 	if err != nil {
 		return SlotInfo{}, fmt.Errorf("reading replication slot %q: %w", slot, err)

@@ -86,6 +86,18 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening replication connection: %w", err)
 	}
+	if slot.Created {
+		res, err := pglogrepl.CreateReplicationSlot(ctx, conn, cfg.Slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("creating replication slot %q: %w", cfg.Slot, err)
+		}
+		if slot.ConfirmedFlush, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("parsing slot LSN %q: %w", res.ConsistentPoint, err)
+		}
+	}
 	err = pglogrepl.StartReplication(ctx, conn, quoteIdent(cfg.Slot), 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{
 			"proto_version '1'",
@@ -153,6 +165,7 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 				if err != nil {
 					return fmt.Errorf("parsing XLogData: %w", err)
 				}
+
 				ch, ok, err := s.dec.decode(xld.WALData)
 				if err != nil {
 					return fmt.Errorf("at LSN %s: %w", xld.WALStart, err)

@@ -61,7 +61,7 @@ func newLayout(rel *cdc.Relation) (*layout, error) {
 		}
 	}
 	if oid := rel.Columns[l.id].TypeOID; oid != oidUUID {
-		return nil, fmt.Errorf("%w: column id has type oid %d; it must be uuid", ErrBadTable, oid)
+		return nil, fmt.Errorf("%w: column id has type %s; it must be uuid", ErrBadTable, typeName(oid))
 	}
 	return l, nil
 }
@@ -157,7 +157,7 @@ func (l *layout) text(i int, values [][]byte) ([]byte, error) {
 	case oidText, oidVarchar, oidBpchar:
 		return values[i], nil
 	}
-	return nil, fmt.Errorf("column %s has type oid %d; the relay reads it as text, varchar or char", c.Name, c.TypeOID)
+	return nil, fmt.Errorf("column %s has type %s; the relay reads it as text, varchar or char", c.Name, typeName(c.TypeOID))
 }
 
 // payloadBytes returns the value bytes: bytea, text and json byte-exact, jsonb in
@@ -173,7 +173,7 @@ func (l *layout) payloadBytes(values [][]byte) ([]byte, error) {
 	case oidBytea, oidText, oidVarchar, oidBpchar, oidJSON:
 		return v, nil
 	default:
-		return nil, fmt.Errorf("payload has type oid %d; the relay publishes jsonb, json, bytea and text payloads", oid)
+		return nil, fmt.Errorf("payload has type %s; the relay publishes jsonb, json, bytea and text payloads", typeName(oid))
 	}
 }
 
@@ -195,7 +195,7 @@ func (l *layout) userHeaders(v []byte, oid uint32) ([]sarama.RecordHeader, error
 		}
 	case oidJSON, oidText, oidVarchar:
 	default:
-		return nil, fmt.Errorf("headers has type oid %d; it must be jsonb or json", oid)
+		return nil, fmt.Errorf("headers has type %s; it must be jsonb or json", typeName(oid))
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(v, &obj); err != nil {
@@ -239,6 +239,19 @@ func describeJSON(v []byte) string {
 		}
 	}
 	return "empty"
+}
+
+// typeName names the common built-in types for error messages.
+func typeName(oid uint32) string {
+	names := map[uint32]string{
+		16: "boolean", 20: "bigint", 21: "smallint", 23: "integer", 142: "xml", 700: "real",
+		701: "double precision", 1700: "numeric", oidUUID: "uuid", oidTimestamptz: "timestamptz",
+		oidTimestamp: "timestamp", oidBytea: "bytea", oidText: "text", oidJSON: "json", oidJSONB: "jsonb",
+	}
+	if n, ok := names[oid]; ok {
+		return fmt.Sprintf("%s (oid %d)", n, oid)
+	}
+	return fmt.Sprintf("oid %d", oid)
 }
 
 // formatUUID renders a uuid in its canonical text form.

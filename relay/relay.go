@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -71,6 +72,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-in-flight (%d) must be at least --batch-size (%d)", c.MaxInFlight, c.BatchSize)
 	case c.MaxInFlightBytes < 1<<20:
 		return errors.New("--max-in-flight-bytes must be at least 1 MiB")
+	case !slotName.MatchString(c.Slot):
+		return fmt.Errorf("--slot: %q is not a valid slot name (lowercase letters, digits and underscores, at most 63)", c.Slot)
 	case c.StatusInterval < 10*time.Millisecond:
 		return errors.New("--status-interval must be at least 10ms")
 	}
@@ -80,6 +83,8 @@ func (c Config) Validate() error {
 	_, err := c.Kafka.Sarama()
 	return err
 }
+
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // Relay streams outbox inserts to Kafka.
 type Relay struct {

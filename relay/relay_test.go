@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 type testBundle struct {
 	dbURL   string
+	slot    string // slot names are cluster-wide: one per test
 	pool    *pgxpool.Pool
 	cluster *kfake.Cluster
 	brokers []string
@@ -31,12 +33,15 @@ func setup(t *testing.T, opts ...kfake.Opt) *testBundle {
 	t.Helper()
 	dbURL, pool := pgtest.Migrated(t)
 	c := kafkatest.Cluster(t, opts...)
-	return &testBundle{dbURL: dbURL, pool: pool, cluster: c, brokers: c.ListenAddrs()}
+	u, _ := url.Parse(dbURL)
+	slot := "slot_" + strings.TrimPrefix(u.Path, "/outbox_test_")
+	return &testBundle{dbURL: dbURL, slot: slot, pool: pool, cluster: c, brokers: c.ListenAddrs()}
 }
 
 func (b *testBundle) config(t *testing.T) relay.Config {
 	return relay.Config{
 		DatabaseURL: b.dbURL,
+		Slot:        b.slot,
 		Kafka:       relay.KafkaConfig{Brokers: b.brokers, MetadataRetries: 1},
 		Logger:      zaptest.NewLogger(t),
 	}
@@ -72,8 +77,10 @@ func (b *testBundle) startRelay(t *testing.T, cfg relay.Config) (stop func() err
 	return stop
 }
 
-// waitStreaming waits until the relay's slot exists and is being read, so
-// that what the test inserts next is streamed.
+// waitStreaming waits until the relay's walsender is streaming, so that what
+// the test inserts next is streamed. An active slot is not enough: a slot is
+// active while it is still being created, and rows committed before its
+// consistent point are not streamed (the poller's gap sweep covers those).
 func (b *testBundle) waitStreaming(t *testing.T, cfg relay.Config) {
 	t.Helper()
 	slot := cfg.Slot
@@ -81,8 +88,10 @@ func (b *testBundle) waitStreaming(t *testing.T, cfg relay.Config) {
 		slot = "outbox_relay"
 	}
 	pgtest.Eventually(t, 30*time.Second, "slot "+slot+" active", func() (bool, string) {
-		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active`, slot)
-		return n == 1, fmt.Sprintf("%d active slots named %s", n, slot)
+		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_replication_slots s
+			JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = $1 AND r.state = 'streaming'`, slot)
+		return n == 1, fmt.Sprintf("%d streaming walsenders for slot %s", n, slot)
 	})
 }
 
@@ -97,8 +106,23 @@ func (b *testBundle) waitStatus(t *testing.T, status string, n int, timeout time
 	t.Helper()
 	pgtest.Eventually(t, timeout, fmt.Sprintf("%d %s rows", n, status), func() (bool, string) {
 		got := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = $1`, status)
-		return got >= n, fmt.Sprintf("%d %s rows", got, status)
+		return got >= n, fmt.Sprintf("%d %s rows; %s", got, status, b.slotState(t))
 	})
+}
+
+// slotState describes the test's slot and its walsender, for failure messages.
+func (b *testBundle) slotState(t *testing.T) string {
+	var state string
+	err := b.pool.QueryRow(context.Background(), `
+		SELECT format('slot active=%s pid=%s restart=%s confirmed=%s current=%s walsender=%s sent=%s flush=%s',
+		       s.active, s.active_pid, s.restart_lsn, s.confirmed_flush_lsn, pg_current_wal_lsn(),
+		       r.state, r.sent_lsn, r.flush_lsn)
+		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_name = $1`, b.slot).Scan(&state)
+	if err != nil {
+		return "slot state: " + err.Error()
+	}
+	return state
 }
 
 func header(r *kgo.Record, key string) (string, bool) {
