@@ -68,3 +68,23 @@ pg_stop() {
     rm -rf "$PG_DIR"
   fi
 }
+
+# free_port prints a loopback TCP port nobody listens on.
+free_port() {
+  local p
+  for _ in $(seq 1 50); do
+    p=$((30000 + RANDOM % 20000))
+    if ! (echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  return 1
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND...: retries COMMAND until it succeeds.
+wait_for() {
+  local what=$1 secs=$2; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then echo "timed out waiting for $what" >&2; return 1; fi
+    sleep 0.2
+  done
+}

@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// writer inserts events in transactions of 1 to 100 rows until stop is
+// closed or max events are written, and returns how many it committed.
+func writer(t *testing.T, e *env, stop <-chan struct{}, max int) <-chan int {
+	out := make(chan int, 1)
+	var written atomic.Int64
+	go func() {
+		defer func() { out <- int(written.Load()) }()
+		rng := rand.New(rand.NewPCG(1, 2))
+		for int(written.Load()) < max {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n := 1 + rng.IntN(100)
+			_, err := e.pool.Exec(context.Background(), `
+				INSERT INTO outbox.events (topic, key, payload)
+				SELECT 'orders', 'k' || (s % 50), jsonb_build_object('s', s, 'pad', repeat('x', 200))
+				FROM generate_series(1, $1) AS s`, n)
+			if err != nil {
+				t.Errorf("writer: %v", err)
+				return
+			}
+			written.Add(int64(n))
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	return out
+}
+
+// deliveredOnce checks every event is on Kafka and has a SENT row, and
+// returns how many duplicates Kafka holds.
+func deliveredOnce(t *testing.T, e *env, total int) int {
+	t.Helper()
+	if got := e.count(t, `SELECT count(*) FROM outbox.events`); got != total {
+		t.Fatalf("outbox.events has %d rows, writer committed %d", got, total)
+	}
+	pgtest.Eventually(t, 120*time.Second, "every event SENT", func() (bool, string) {
+		n := e.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
+		return n == total, fmt.Sprintf("%d of %d SENT", n, total)
+	})
+	if n := e.count(t, `SELECT count(*) FROM outbox.events ev WHERE NOT EXISTS
+		(SELECT 1 FROM outbox.deliveries d WHERE d.event_id = ev.id AND d.status = 'SENT')`); n != 0 {
+		t.Fatalf("%d events have no SENT row", n)
+	}
+	recs := kafkatest.Consume(t, []string{e.brokers}, total, 60*time.Second, "orders")
+	seen := map[string]int{}
+	for _, r := range recs {
+		for _, h := range r.Headers {
+			if h.Key == relay.HeaderEventID {
+				seen[string(h.Value)]++
+			}
+		}
+	}
+	rows, err := e.pool.Query(context.Background(), `SELECT id::text FROM outbox.events`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for rows.Next() {
+		var id string
+		_ = rows.Scan(&id)
+		if seen[id] == 0 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d events are not on Kafka", missing, total)
+	}
+	return len(recs) - len(seen)
+}
+
+func TestCrash_SIGKILLWhileWritingLosesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "orders:3")
+	stop := make(chan struct{})
+	const maxEvents = 20000
+	relayProc := e.relay(t)
+	written := writer(t, e, stop, maxEvents)
+
+	const kills = 4
+	for i := 0; i < kills; i++ {
+		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
+		relayProc.signal(t, syscall.SIGKILL)
+		relayProc.wait(t, 10*time.Second)
+		relayProc = e.relay(t)
+	}
+	close(stop)
+	total := <-written
+	dups := deliveredOnce(t, e, total)
+	report(t, "%d events, relay SIGKILLed %d times while writing: 0 lost, %d duplicates on Kafka", total, kills, dups)
+}
+
+func TestGracefulRestart_SIGTERMLeavesZeroDuplicates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "orders:3")
+	stop := make(chan struct{})
+	relayProc := e.relay(t)
+	written := writer(t, e, stop, 20000)
+
+	for i := 0; i < 3; i++ {
+		time.Sleep(500 * time.Millisecond)
+		relayProc.signal(t, syscall.SIGTERM)
+		if code := relayProc.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("relay exited with %d after SIGTERM, want 0", code)
+		}
+		relayProc = e.relay(t)
+	}
+	close(stop)
+	total := <-written
+	dups := deliveredOnce(t, e, total)
+	report(t, "%d events, relay stopped with SIGTERM 3 times while writing: %d duplicates", total, dups)
+	if dups != 0 {
+		t.Fatalf("%d duplicates after graceful restarts, want 0", dups)
+	}
+}
+
+func TestSecondSignal_ExitsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "orders:1")
+	// With the broker gone, the graceful drain cannot finish...
+	relayProc := e.relay(t, "--shutdown-timeout", "5m")
+	_, _ = e.pool.Exec(context.Background(), `INSERT INTO outbox.events (topic, payload) VALUES ('orders', '{}')`)
+	relayProc.signal(t, syscall.SIGTERM)
+	relayProc.signal(t, syscall.SIGTERM)
+	// ...but a second signal does not wait for it.
+	if code := relayProc.wait(t, 10*time.Second); code == 0 {
+		t.Logf("relay finished its drain before the second signal arrived (exit 0)")
+	}
+}

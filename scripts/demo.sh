@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The whole job on an embedded default: a throwaway PostgreSQL
+# (wal_level=logical), the development Kafka broker (cmd/kafka-dev), the
+# schema, the relay, a few events inserted with psql, read back from Kafka and
+# shown beside their delivery statuses. Cleans up after itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+WORK=$(mktemp -d /tmp/outbox-demo.XXXXXX)
+RELAY_PID=""; KAFKA_PID=""
+cleanup() {
+  [ -n "$RELAY_PID" ] && kill -TERM "$RELAY_PID" 2>/dev/null && wait "$RELAY_PID" 2>/dev/null || true
+  [ -n "$KAFKA_PID" ] && kill -TERM "$KAFKA_PID" 2>/dev/null && wait "$KAFKA_PID" 2>/dev/null || true
+  pg_stop
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+log "building outbox-relay and kafka-dev"
+go build -o "$WORK/outbox-relay" ./cmd/outbox-relay
+go build -o "$WORK/kafka-dev" ./cmd/kafka-dev
+
+pg_start
+KAFKA_PORT=$(free_port)
+log "starting the DEVELOPMENT Kafka broker on 127.0.0.1:$KAFKA_PORT (topics orders, payments)"
+"$WORK/kafka-dev" serve --port "$KAFKA_PORT" --topics orders:3,payments:1 2>"$WORK/kafka.log" &
+KAFKA_PID=$!
+wait_for "kafka-dev" 20 bash -c "echo >/dev/tcp/127.0.0.1/$KAFKA_PORT"
+
+export OUTBOX_DATABASE_URL="$DATABASE_URL"
+export OUTBOX_KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT"
+
+log "outbox-relay migrate"
+"$WORK/outbox-relay" migrate
+
+log "outbox-relay run (logs in $WORK/relay.log)"
+"$WORK/outbox-relay" run --log-format console 2>"$WORK/relay.log" &
+RELAY_PID=$!
+wait_for "the relay to stream" 30 bash -c \
+  "[ \"\$(psql -XAtq \"$DATABASE_URL\" -c \"SELECT count(*) FROM pg_stat_replication WHERE application_name = 'outbox-relay' AND state = 'streaming'\")\" = 1 ]"
+
+log "emitting events with plain SQL, inside business transactions"
+psql -Xq "$DATABASE_URL" <<'SQL'
+BEGIN;
+-- the business write and its event commit together, or not at all
+CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY, customer text, total numeric);
+INSERT INTO orders VALUES (1001, 'alice', 42.50);
+INSERT INTO outbox.events (topic, key, payload, headers, event_type)
+VALUES ('orders', 'alice', '{"order_id": 1001, "total": 42.50}', '{"trace-id": "demo-1"}', 'order.created');
+COMMIT;
+
+BEGIN;
+INSERT INTO orders VALUES (1002, 'bob', 9.99);
+INSERT INTO outbox.events (topic, key, payload, event_type)
+VALUES ('orders', 'bob', '{"order_id": 1002, "total": 9.99}', 'order.created'),
+       ('payments', 'bob', '{"order_id": 1002, "amount": 9.99}', 'payment.requested');
+COMMIT;
+
+-- a bad event: headers must be an object of strings. It fails alone.
+INSERT INTO outbox.events (topic, key, payload, headers)
+VALUES ('orders', 'carol', '{"order_id": 1003}', '{"retries": 3}');
+
+INSERT INTO outbox.events (topic, key, payload, event_type)
+VALUES ('orders', 'alice', '{"order_id": 1001, "status": "shipped"}', 'order.shipped');
+SQL
+
+wait_for "delivery statuses" 30 bash -c \
+  "[ \"\$(psql -XAtq \"$DATABASE_URL\" -c \"SELECT count(*) FROM outbox.deliveries\")\" = 5 ]"
+
+log "read back from Kafka (kafka-dev consume)"
+"$WORK/kafka-dev" consume --brokers "$OUTBOX_KAFKA_BROKERS" --topic orders --count 3 --timeout 15s
+"$WORK/kafka-dev" consume --brokers "$OUTBOX_KAFKA_BROKERS" --topic payments --count 1 --timeout 15s
+
+log "delivery statuses (outbox.deliveries)"
+psql -X "$DATABASE_URL" -c "
+SELECT e.topic, e.key, e.event_type, d.status, d.kafka_partition AS part, d.kafka_offset AS off,
+       d.failure_reason, d.last_error
+FROM outbox.events e JOIN outbox.deliveries d ON d.event_id = e.id
+ORDER BY e.created_at, e.id"
+
+log "stopping the relay with SIGTERM (it drains, confirms the slot and exits 0)"
+kill -TERM "$RELAY_PID"
+wait "$RELAY_PID" && echo "relay exited with status 0"
+RELAY_PID=""
+log "demo done; cleaning up"
