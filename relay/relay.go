@@ -22,8 +22,8 @@ import (
 // Defaults for Config.
 const (
 	BatchSizeDefault        = 1000
-	MaxInFlightDefault      = 20000
-	MaxInFlightBytesDefault = 32 << 20
+	MaxInFlightDefault      = 10000
+	MaxInFlightBytesDefault = 16 << 20
 	ShutdownTimeoutDefault  = 30 * time.Second
 )
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served only with --debug-addr
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,12 +21,12 @@ import (
 )
 
 // runFlags parses the run subcommand's flags and environment into a Config.
-func runFlags(args []string, stderr io.Writer, getenv func(string) string) (relay.Config, string, string, error) {
+func runFlags(args []string, stderr io.Writer, getenv func(string) string) (relay.Config, runOpts, error) {
 	fs := flagenv.New("run", getenv)
 	fs.SetOutput(stderr)
 	var c relay.Config
 	k := &c.Kafka
-	var logLevel, logFormat string
+	var o runOpts
 	fs.String(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (the role needs REPLICATION)")
 	fs.String(&c.Slot, "slot", cdc.SlotDefault, "logical replication slot, created if missing")
 	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events, created if missing")
@@ -47,20 +50,26 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.Bool(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
 	fs.String(&k.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of CAs to trust for Kafka TLS (implies --kafka-tls)")
 	fs.Bool(&k.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "do not verify the broker's certificate")
-	fs.String(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.String(&logFormat, "log-format", "json", "json or console")
+	fs.String(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.String(&o.logFormat, "log-format", "json", "json or console")
+	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles on this address (such as 127.0.0.1:6060); off when empty")
 	if err := fs.Parse(args); err != nil {
-		return c, "", "", err
+		return c, o, err
 	}
-	return c, logLevel, logFormat, nil
+	return c, o, nil
+}
+
+// runOpts are the run flags that are not relay configuration.
+type runOpts struct {
+	logLevel, logFormat, debugAddr string
 }
 
 func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
-	cfg, logLevel, logFormat, err := runFlags(args, stderr, getenv)
+	cfg, o, err := runFlags(args, stderr, getenv)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(logLevel, logFormat, stderr)
+	log, err := newLogger(o.logLevel, o.logFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -76,6 +85,14 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
 		zap.Bool("kafka_sasl", cfg.Kafka.SASLMechanism != ""), zap.Bool("kafka_tls", cfg.Kafka.TLS || cfg.Kafka.TLSCAFile != ""))
 
+	if o.debugAddr != "" {
+		ln, err := net.Listen("tcp", o.debugAddr)
+		if err != nil {
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
+		log.Info("serving pprof", zap.String("addr", ln.Addr().String()))
+		go func() { _ = http.Serve(ln, nil) }() //nolint:gosec // operator-enabled debug endpoint
+	}
 	r, err := relay.New(cfg)
 	if err != nil {
 		return err

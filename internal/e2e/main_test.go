@@ -121,6 +121,21 @@ func start(t *testing.T, name string, args []string, env ...string) *proc {
 	return p
 }
 
+// waitLog waits until the process has written a line containing substr.
+func (p *proc) waitLog(t *testing.T, substr string, timeout time.Duration) {
+	t.Helper()
+	pgtest.Eventually(t, timeout, fmt.Sprintf("log line %q", substr), func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, l := range p.out {
+			if strings.Contains(l, substr) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d lines so far", len(p.out))
+	})
+}
+
 // wait waits for the process to exit and returns its exit code.
 func (p *proc) wait(t *testing.T, timeout time.Duration) int {
 	t.Helper()
@@ -169,13 +184,14 @@ type env struct {
 	slot    string
 	pool    *pgxpool.Pool
 	brokers string
+	kafka   *proc
 }
 
 func newEnv(t *testing.T, topics string) *env {
 	t.Helper()
 	dbURL, pool := pgtest.Migrated(t)
 	port := freePort(t)
-	start(t, "kafka-dev", []string{"serve", "--port", strconv.Itoa(port), "--topics", topics})
+	kafka := start(t, "kafka-dev", []string{"serve", "--port", strconv.Itoa(port), "--topics", topics})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	pgtest.Eventually(t, 10*time.Second, "kafka-dev listening", func() (bool, string) {
 		c, err := net.Dial("tcp", addr)
@@ -187,7 +203,7 @@ func newEnv(t *testing.T, topics string) *env {
 	})
 	var db string
 	_ = pool.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db)
-	return &env{dbURL: dbURL, slot: "slot_" + strings.TrimPrefix(db, "outbox_test_"), pool: pool, brokers: addr}
+	return &env{dbURL: dbURL, slot: "slot_" + strings.TrimPrefix(db, "outbox_test_"), pool: pool, brokers: addr, kafka: kafka}
 }
 
 // relay starts outbox-relay run and waits until its walsender streams.

@@ -12,8 +12,8 @@ import (
 
 // rssBound is the peak resident memory the relay must stay under while it
 // relays one transaction of 200,000 events, whatever the transaction's size:
-// the in-flight window (20,000 events / 32 MiB by default) bounds it.
-const rssBound = 150 << 20
+// the in-flight window (10,000 events / 16 MiB by default) bounds it.
+const rssBound = 100 << 20
 
 func TestHugeTransaction_MemoryStaysBounded(t *testing.T) {
 	t.Parallel()

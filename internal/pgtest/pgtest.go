@@ -159,11 +159,12 @@ func Pool(t testing.TB, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
-// Eventually polls cond every 20ms until it returns true or timeout passes,
-// then fails with what the last call said.
+// Eventually polls cond, from every 10ms backing off to every 250ms, until
+// it returns true or timeout passes, then fails with what the last call said.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	wait := 10 * time.Millisecond
 	for {
 		ok, state := cond()
 		if ok {
@@ -172,7 +173,8 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (b
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(wait)
+		wait = min(wait*2, 250*time.Millisecond)
 	}
 }
 
