@@ -263,4 +263,3 @@ func (s *session) write() {
 		s.tr.madeDurable(group[len(group)-1].lastSeq)
 	}
 }
-
