@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/redact"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestRun_BadConfigurationFailsAtStartNamingTheFlag(t *testing.T) {
+	t.Parallel()
+	ok := []string{"OUTBOX_DATABASE_URL", "postgres://u:pw@127.0.0.1:1/db", "OUTBOX_KAFKA_BROKERS", "127.0.0.1:9092"}
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"NoDatabaseURL", nil, []string{"OUTBOX_KAFKA_BROKERS", "127.0.0.1:9092"}, "--database-url is required"},
+		{"NoBrokers", nil, []string{"OUTBOX_DATABASE_URL", "postgres://x@h/db"}, "--kafka-brokers"},
+		{"BrokerWithoutPort", []string{"--kafka-brokers", "kafka"}, ok, `--kafka-brokers: "kafka" is not host:port`},
+		{"BadSlot", []string{"--slot", "My-Slot"}, ok, "--slot"},
+		{"BatchSizeZero", []string{"--batch-size", "-1"}, ok, "--batch-size"},
+		{"OldKafka", []string{"--kafka-version", "0.10.0"}, ok, "--kafka-version"},
+		{"UnknownCompression", []string{"--kafka-compression", "brotli"}, ok, "--kafka-compression"},
+		{"SCRAMNotImplemented", []string{"--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", "u"}, ok, "not implemented"},
+		{"BadLogLevel", []string{"--log-level", "loud"}, ok, "--log-level"},
+		{"BadEnvDuration", nil, append([]string{"OUTBOX_SHUTDOWN_TIMEOUT", "soon"}, ok...), "OUTBOX_SHUTDOWN_TIMEOUT"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			code := runMain(ctx, append([]string{"run"}, tc.args...), &stdout, &stderr, env(tc.env...))
+			if code == 0 {
+				t.Fatalf("exit 0, want a failure; stderr: %s", stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q does not mention %q", stderr.String(), tc.want)
+			}
+			if strings.Contains(stderr.String(), "pw@") {
+				t.Fatalf("the database password reached stderr: %s", stderr.String())
+			}
+		})
+	}
+}
+
+func TestRedact_HidesPasswordsInURLsAndDSNs(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://app:s3cret@db:5432/app?sslmode=require": "postgres://app:xxxxx@db:5432/app?sslmode=require",
+		"postgres://app@db/app?password=s3cret":             "postgres://app@db/app?password=xxxxx",
+		"host=db user=app password=s3cret dbname=app":       "host=db user=app password=xxxxx dbname=app",
+		"host=db password='s 3cret' dbname=app":             "host=db password=xxxxx dbname=app",
+		"postgres://app@db/app":                             "postgres://app@db/app",
+	} {
+		if got := redact.URL(in); got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("redact.URL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMigrate_PrintWritesTheSchemaWithoutADatabase(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if code := runMain(context.Background(), []string{"migrate", "--print"}, &stdout, &stderr, env()); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "CREATE PUBLICATION outbox_relay") {
+		t.Fatalf("printed SQL lacks the publication:\n%s", stdout.String())
+	}
+}
+
+func TestRun_SecretsNeverReachTheLogs(t *testing.T) {
+	t.Parallel()
+	cluster := kafkatest.Cluster(t)
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	// PostgreSQL is unreachable, so connection errors are logged while the
+	// relay retries; the broker is up and ignores SASL settings here.
+	code := runMain(ctx, []string{"run", "--log-level", "debug", "--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-user", "relay"}, &stdout, &stderr, env(
+		"OUTBOX_DATABASE_URL", "postgres://app:db-s3cret@127.0.0.1:1/app?connect_timeout=1",
+		"OUTBOX_KAFKA_BROKERS", cluster.ListenAddrs()[0],
+		"OUTBOX_KAFKA_SASL_PASSWORD", "sasl-s3cret",
+	))
+	if code != 0 {
+		t.Logf("exit %d", code)
+	}
+	out := stderr.String()
+	if !strings.Contains(out, "starting outbox-relay") {
+		t.Fatalf("the relay did not start; stderr:\n%s", out)
+	}
+	for _, secret := range []string{"db-s3cret", "sasl-s3cret"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("%q reached the logs:\n%s", secret, out)
+		}
+	}
+}
