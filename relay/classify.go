@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/IBM/sarama"
+	"github.com/eapache/go-resiliency/breaker"
 )
 
 // failureClass says what a publish error means for the event.
@@ -58,6 +59,7 @@ var unavailable = []error{
 	sarama.ErrNotController, sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch,
 	sarama.ErrOffsetNotAvailable, sarama.ErrThrottlingQuotaExceeded, sarama.ErrConsumerCoordinatorNotAvailable,
 	sarama.ErrProducerRetryBufferOverflow,
+	breaker.ErrBreakerOpen, // sarama's own per-topic/partition breaker after failed lookups
 }
 
 // isClientSizeCheck recognises sarama's own Producer.MaxMessageBytes check.

@@ -24,32 +24,44 @@ func (s breakerState) String() string {
 	return [...]string{"closed", "open", "half-open"}[s]
 }
 
-// Publisher sends events through one idempotent, acks=all async producer and
+// Publisher sends events through an idempotent, acks=all async producer and
 // keeps cluster outages away from the events: an "unavailable" error opens a
-// circuit breaker, sending pauses, and once everything in flight is back the
-// failed messages are resent in their original order, first one alone as a
-// probe. Events see only their final outcome.
+// circuit breaker and sending pauses. Once everything in flight is back, the
+// producer is closed; after a backoff a new one is connected (half-open) and
+// the returned messages are resent in their original order, the first alone
+// as a probe. A new producer starts with a new producer id, so no sequence
+// state of the old one survives the outage. Events see only final outcomes.
 type Publisher struct {
-	producer sarama.AsyncProducer
-	log      *zap.Logger
-	backoff  backoff.BackOff
+	connect func() (sarama.AsyncProducer, error)
+	log     *zap.Logger
+	backoff backoff.BackOff
 
 	mu         sync.Mutex
 	cond       *sync.Cond
+	producer   sarama.AsyncProducer // nil while the breaker is open
+	collected  chan struct{}        // closed when producer's outcomes are all read
 	state      breakerState
 	recovering bool
 	inFlight   int      // handed to sarama, not yet returned
 	resend     []*event // came back "unavailable", waiting to be resent
 	openedAt   time.Time
-	collected  chan struct{}
 }
 
-// newPublisher wraps producer; bo paces probes while the cluster is down.
-func newPublisher(producer sarama.AsyncProducer, bo backoff.BackOff, log *zap.Logger) *Publisher {
-	p := &Publisher{producer: producer, backoff: bo, log: log, collected: make(chan struct{})}
+// newPublisher sends through producer; connect makes a replacement after an
+// outage, and bo paces those attempts while the cluster is down.
+func newPublisher(producer sarama.AsyncProducer, connect func() (sarama.AsyncProducer, error), bo backoff.BackOff, log *zap.Logger) *Publisher {
+	p := &Publisher{connect: connect, backoff: bo, log: log}
 	p.cond = sync.NewCond(&p.mu)
-	go p.collect()
+	p.use(producer)
 	return p
+}
+
+// use makes producer the current one and starts reading its outcomes.
+// Called with p.mu held, or before p is shared.
+func (p *Publisher) use(producer sarama.AsyncProducer) {
+	p.producer = producer
+	p.collected = make(chan struct{})
+	go p.collect(producer, p.collected)
 }
 
 // Available reports whether the breaker is closed: the poller claims nothing
@@ -72,8 +84,9 @@ func (p *Publisher) send(ctx context.Context, e *event) error {
 		}
 	}
 	p.inFlight++
+	in := p.producer.Input()
 	p.mu.Unlock()
-	p.producer.Input() <- &e.msg
+	in <- &e.msg
 	return nil
 }
 
@@ -100,6 +113,16 @@ func (p *Publisher) recover(ctx context.Context) error {
 		return err
 	}
 	if p.state != breakerClosed {
+		if p.producer != nil { // retire the producer that saw the outage
+			old, collected := p.producer, p.collected
+			p.producer = nil
+			p.mu.Unlock()
+			if err := old.Close(); err != nil {
+				p.log.Debug("closing kafka producer after an outage", zap.Error(err))
+			}
+			<-collected
+			p.mu.Lock()
+		}
 		d := p.backoff.NextBackOff()
 		p.mu.Unlock()
 		t := time.NewTimer(d)
@@ -108,12 +131,19 @@ func (p *Publisher) recover(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 		}
-		p.mu.Lock()
 		if ctx.Err() != nil {
+			p.mu.Lock()
 			return ctx.Err()
 		}
+		producer, err := p.connect()
+		p.mu.Lock()
+		if err != nil {
+			p.log.Debug("kafka still unavailable: could not connect a producer", zap.Error(err), zap.Duration("after", d))
+			return nil // still open: the next step waits longer
+		}
+		p.use(producer)
 		if len(p.resend) == 0 {
-			p.close("nothing to resend")
+			p.close("connected")
 			return nil
 		}
 		p.state = breakerHalfOpen
@@ -122,8 +152,9 @@ func (p *Publisher) recover(ctx context.Context) error {
 		probe := p.resend[0]
 		p.resend = p.resend[1:]
 		p.inFlight++
+		in := p.producer.Input()
 		p.mu.Unlock()
-		p.producer.Input() <- &probe.msg
+		in <- &probe.msg
 		p.mu.Lock()
 		if err := p.waitIdle(ctx); err != nil {
 			return err
@@ -137,9 +168,10 @@ func (p *Publisher) recover(ctx context.Context) error {
 	p.resend = nil
 	slices.SortFunc(batch, func(a, b *event) int { return cmpSeq(a.seq, b.seq) })
 	p.inFlight += len(batch)
+	in := p.producer.Input()
 	p.mu.Unlock()
 	for _, e := range batch {
-		p.producer.Input() <- &e.msg
+		in <- &e.msg
 	}
 	p.mu.Lock()
 	return nil
@@ -174,9 +206,9 @@ func (p *Publisher) close(why string) {
 		zap.Duration("outage", time.Since(p.openedAt)), zap.Int("resending", len(p.resend)))
 }
 
-func (p *Publisher) collect() {
-	defer close(p.collected)
-	succ, errs := p.producer.Successes(), p.producer.Errors()
+func (p *Publisher) collect(producer sarama.AsyncProducer, collected chan struct{}) {
+	defer close(collected)
+	succ, errs := producer.Successes(), producer.Errors()
 	for succ != nil || errs != nil {
 		select {
 		case m, ok := <-succ:
@@ -234,7 +266,14 @@ func (p *Publisher) returned(e *event, unavailable error) {
 
 // Close shuts the producer down and waits for its last outcomes.
 func (p *Publisher) Close() error {
-	err := p.producer.Close()
-	<-p.collected
+	p.mu.Lock()
+	producer, collected := p.producer, p.collected
+	p.producer = nil
+	p.mu.Unlock()
+	if producer == nil {
+		return nil
+	}
+	err := producer.Close()
+	<-collected
 	return err
 }

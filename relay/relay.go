@@ -154,11 +154,12 @@ func (r *Relay) connectKafka(ctx context.Context) error {
 	}
 	bo := retry.Outage(500*time.Millisecond, 30*time.Second)
 	o := newOutage(r.log, "kafka")
+	connect := func() (sarama.AsyncProducer, error) { return sarama.NewAsyncProducer(r.cfg.Kafka.Brokers, sc) }
 	for {
-		producer, err := sarama.NewAsyncProducer(r.cfg.Kafka.Brokers, sc)
+		producer, err := connect()
 		if err == nil {
 			o.ok()
-			r.pub = newPublisher(producer, retry.Outage(200*time.Millisecond, 30*time.Second), r.log)
+			r.pub = newPublisher(producer, connect, retry.Outage(200*time.Millisecond, 30*time.Second), r.log)
 			return nil
 		}
 		var cerr sarama.ConfigurationError

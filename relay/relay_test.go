@@ -106,8 +106,21 @@ func (b *testBundle) waitStatus(t *testing.T, status string, n int, timeout time
 	t.Helper()
 	pgtest.Eventually(t, timeout, fmt.Sprintf("%d %s rows", n, status), func() (bool, string) {
 		got := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = $1`, status)
-		return got >= n, fmt.Sprintf("%d %s rows; %s", got, status, b.slotState(t))
+		return got >= n, fmt.Sprintf("%d %s rows; %s; %s", got, status, b.statusCounts(t), b.slotState(t))
 	})
+}
+
+// statusCounts summarises outbox.deliveries, for failure messages.
+func (b *testBundle) statusCounts(t *testing.T) string {
+	var s string
+	err := b.pool.QueryRow(context.Background(), `
+		SELECT coalesce(string_agg(format('%s/%s/%s attempts=%s: %s', status, failure_reason, left(last_error, 120), attempts, n), '; '), 'no rows')
+		FROM (SELECT status, failure_reason, last_error, attempts, count(*) AS n FROM outbox.deliveries
+		      GROUP BY 1, 2, 3, 4 ORDER BY 5 DESC LIMIT 5) c`).Scan(&s)
+	if err != nil {
+		return "status counts: " + err.Error()
+	}
+	return fmt.Sprintf("deliveries: %s; events: %d", s, pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.events`))
 }
 
 // slotState describes the test's slot and its walsender, for failure messages.

@@ -204,6 +204,37 @@ func (s *session) produce() {
 	}
 }
 
+// missingEventPatience is how long status rows wait for their events to
+// become visible before the relay concludes they were deleted.
+const missingEventPatience = 10 * time.Second
+
+// writeStatuses writes rows, retrying while PostgreSQL is unreachable. A
+// walsender sends a commit once it is in the WAL, a moment before other
+// sessions can see it, so the foreign key can briefly fail: that is retried
+// at once and quietly. An event still missing after missingEventPatience was
+// deleted; its status is dropped rather than blocking the stream.
+func (s *session) writeStatuses(rows *statusRows) error {
+	deadline := time.Now().Add(missingEventPatience)
+	return retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
+		wait := time.Millisecond
+		for {
+			onlyExisting := time.Now().After(deadline)
+			err := rows.write(ctx, s.r.pool, onlyExisting)
+			if onlyExisting && err == nil {
+				s.r.log.Warn("events were deleted before their delivery status could be recorded; statuses written for the rest",
+					zap.Int("batch", len(rows.ids)))
+			}
+			if !isEventMissing(err) {
+				return err
+			}
+			if !sleep(ctx, wait) {
+				return ctx.Err()
+			}
+			wait = min(2*wait, 50*time.Millisecond)
+		}
+	})
+}
+
 // write records outcomes in order, one statement for as many finished
 // batches as fit in BatchSize rows, then lets the tracker advance.
 func (s *session) write() {
@@ -254,7 +285,7 @@ func (s *session) write() {
 				}
 			}
 		}
-		if err := retryDB(s.hard, s.pgDown, func(ctx context.Context) error { return rows.write(ctx, s.r.pool) }); err != nil {
+		if err := s.writeStatuses(rows); err != nil {
 			return
 		}
 		for _, g := range group {

@@ -2,9 +2,11 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -33,7 +35,8 @@ const (
 const existingSQL = `SELECT event_id FROM outbox.deliveries WHERE event_id = ANY($1::uuid[])`
 
 // insertStatusSQL records a batch of stream outcomes in one statement. A row
-// that appeared meanwhile belongs to whoever wrote it and is left alone.
+// that appeared meanwhile belongs to whoever wrote it and is left alone. With
+// $8 true, rows of events that no longer exist are left out.
 const insertStatusSQL = `
 INSERT INTO outbox.deliveries
     (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset, sent_at)
@@ -43,6 +46,7 @@ SELECT u.id, u.status, u.attempts, NULLIF(u.last_error, ''), NULLIF(u.reason, ''
        CASE WHEN u.status = 'SENT' THEN now() END
 FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[])
      AS u(id, status, attempts, last_error, reason, part, off)
+WHERE NOT $8::bool OR EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = u.id)
 ON CONFLICT (event_id) DO NOTHING`
 
 // statusRows is a batch of outcomes in column form, ready for unnest.
@@ -77,15 +81,23 @@ func (s *statusRows) add(e *event) {
 	s.offsets = append(s.offsets, off)
 }
 
-func (s *statusRows) write(ctx context.Context, pool *pgxpool.Pool) error {
+// write inserts the rows. onlyExisting skips rows whose event is gone.
+func (s *statusRows) write(ctx context.Context, pool *pgxpool.Pool, onlyExisting bool) error {
 	if len(s.ids) == 0 {
 		return nil
 	}
-	_, err := pool.Exec(ctx, insertStatusSQL, s.ids, s.statuses, s.attempts, s.lastErrors, s.reasons, s.partitions, s.offsets)
+	_, err := pool.Exec(ctx, insertStatusSQL, s.ids, s.statuses, s.attempts, s.lastErrors, s.reasons, s.partitions, s.offsets, onlyExisting)
 	if err != nil {
 		return fmt.Errorf("writing %d delivery statuses: %w", len(s.ids), err)
 	}
 	return nil
+}
+
+// isEventMissing reports a foreign key violation: an event the status row
+// refers to is not visible.
+func isEventMissing(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
 }
 
 // markExisting sets skip on events of b that already have a status row.
