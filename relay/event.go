@@ -20,6 +20,7 @@ const (
 // PostgreSQL type OIDs the relay reads.
 const (
 	oidBytea       = 17
+	oidInt4        = 23
 	oidText        = 25
 	oidJSON        = 114
 	oidBpchar      = 1042
@@ -37,8 +38,8 @@ var ErrBadTable = errors.New("outbox.events cannot be relayed")
 // layout says where each outbox column sits in one relation version. Columns
 // are found by name, so added, dropped and reordered columns are fine.
 type layout struct {
-	id, topic, key, payload, headers, eventType, createdAt int
-	rel                                                    *cdc.Relation
+	id, topic, key, payload, headers, eventType, createdAt, maxAttempts int
+	rel                                                                 *cdc.Relation
 }
 
 func newLayout(rel *cdc.Relation) (*layout, error) {
@@ -51,6 +52,11 @@ func newLayout(rel *cdc.Relation) (*layout, error) {
 		headers:   rel.ColumnIndex("headers"),
 		eventType: rel.ColumnIndex("event_type"),
 		createdAt: rel.ColumnIndex("created_at"),
+		// maxAttempts overrides the retry policy for one event (migration 2).
+		maxAttempts: rel.ColumnIndex("max_attempts"),
+	}
+	if l.maxAttempts >= 0 && rel.Columns[l.maxAttempts].TypeOID != oidInt4 {
+		l.maxAttempts = -1
 	}
 	if rel.Namespace != "outbox" || rel.Name != "events" {
 		return nil, fmt.Errorf("%w: the publication streams %s.%s; it must publish outbox.events only", ErrBadTable, rel.Namespace, rel.Name)
@@ -70,9 +76,10 @@ func newLayout(rel *cdc.Relation) (*layout, error) {
 type event struct {
 	seq     uint64
 	id      [16]byte
-	invalid string // why the row cannot be a message; empty when it can
-	skip    bool   // a status row exists already: someone else owns it
-	size    int
+	invalid     string // why the row cannot be a message; empty when it can
+	skip        bool   // a status row exists already: someone else owns it
+	size        int
+	maxAttempts int32 // the event's own override, 0 for the policy's
 	msg     sarama.ProducerMessage
 	batch   *batch
 	res     result
@@ -86,11 +93,15 @@ type result struct {
 	attempts  int32
 	partition int32
 	offset    int64
+	delay     time.Duration // PENDING: wait before the next attempt
 }
 
 // fill turns the inserted row into e.msg, or sets e.invalid.
 func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 	copy(e.id[:], values[l.id])
+	if l.maxAttempts >= 0 && len(values[l.maxAttempts]) == 4 {
+		e.maxAttempts = int32(binary.BigEndian.Uint32(values[l.maxAttempts]))
+	}
 	e.msg = sarama.ProducerMessage{Metadata: e}
 	if err := l.build(&e.msg, values, e.id, commitTime); err != nil {
 		e.invalid = err.Error()

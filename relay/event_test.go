@@ -79,8 +79,8 @@ func TestRelay_PublishesPayloadColumnTypesByteExact(t *testing.T) {
 	b.exec(t, `INSERT INTO outbox.events (topic, payload) VALUES ('raw', 'plain text, not JSON')`)
 	b.exec(t, `ALTER TABLE outbox.events ALTER payload TYPE json USING '{}'::json`)
 	b.exec(t, `INSERT INTO outbox.events (topic, payload) VALUES ('raw', '{"spaces" :  [1,2],  "dup": 1, "dup": 2}')`)
-	b.exec(t, `ALTER TABLE outbox.events DROP COLUMN key, ADD COLUMN key text`)
-	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('raw', 'moved', '{"k": true}')`)
+	b.exec(t, `ALTER TABLE outbox.events DROP COLUMN headers, ADD COLUMN headers jsonb`)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload, headers) VALUES ('raw', 'k', '{"k": true}', '{"moved": "yes"}')`)
 	b.exec(t, `ALTER TABLE outbox.events ALTER payload TYPE int USING 1`)
 	b.exec(t, `INSERT INTO outbox.events (id, topic, payload) VALUES ('00000000-0000-0000-0000-0000000000aa', 'raw', 42)`)
 	b.exec(t, `ALTER TABLE outbox.events ALTER payload TYPE jsonb USING to_jsonb(payload)`)
@@ -104,8 +104,8 @@ func TestRelay_PublishesPayloadColumnTypesByteExact(t *testing.T) {
 			t.Errorf("record %d: value %q, want %q", i, r.Value, want[i])
 		}
 	}
-	if string(recs[3].Key) != "moved" {
-		t.Errorf("key column moved by DROP/ADD: got key %q, want %q", recs[3].Key, "moved")
+	if v, _ := header(recs[3], "moved"); v != "yes" {
+		t.Errorf("headers column moved by DROP/ADD: header moved=%q, want yes", v)
 	}
 	var lastErr string
 	if err := b.pool.QueryRow(context.Background(), `SELECT last_error FROM outbox.deliveries

@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -43,7 +46,11 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful drain after the context ends.
 	ShutdownTimeout time.Duration
 	Kafka           KafkaConfig
-	Logger          *zap.Logger
+	// Retry is the policy given to events whose status row this relay creates.
+	Retry retry.Policy
+	// Rand draws retry jitter; seeded from the clock when nil.
+	Rand   *rand.Rand
+	Logger *zap.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -56,6 +63,10 @@ func (c Config) withDefaults() Config {
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	c.Retry = c.Retry.WithDefaults()
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	}
 	return c
 }
@@ -77,6 +88,9 @@ func (c Config) Validate() error {
 	case c.StatusInterval < 10*time.Millisecond:
 		return errors.New("--status-interval must be at least 10ms")
 	}
+	if err := c.Retry.Validate(); err != nil {
+		return err
+	}
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		return fmt.Errorf("--database-url: %w", err)
 	}
@@ -92,6 +106,34 @@ type Relay struct {
 	log  *zap.Logger
 	pool *pgxpool.Pool
 	pub  *Publisher
+
+	rndMu sync.Mutex // guards cfg.Rand
+}
+
+// policyFor is the retry policy of an event, with its own max attempts if
+// it set one.
+func (r *Relay) policyFor(maxAttempts int32) retry.Policy {
+	p := r.cfg.Retry
+	if maxAttempts > 0 {
+		p.MaxAttempts = int(maxAttempts)
+	}
+	return p
+}
+
+// settle turns a failed attempt (PENDING, attempts already counted) into its
+// next try, or into FAILED with RETRIES_EXHAUSTED when attempts are used up.
+// prev is the wait before this attempt.
+func (r *Relay) settle(res *result, p retry.Policy, prev time.Duration) {
+	if res.status != StatusPending {
+		return
+	}
+	if p.Exhausted(int(res.attempts)) {
+		res.status, res.reason = StatusFailed, ReasonRetriesExhausted
+		return
+	}
+	r.rndMu.Lock()
+	res.delay = p.Next(int(res.attempts), prev, r.cfg.Rand)
+	r.rndMu.Unlock()
 }
 
 // New checks cfg and opens the connection pool; it does not connect yet.

@@ -239,7 +239,7 @@ func (s *session) writeStatuses(rows *statusRows) error {
 // batches as fit in BatchSize rows, then lets the tracker advance.
 func (s *session) write() {
 	defer close(s.written)
-	rows := &statusRows{}
+	rows := &statusRows{policy: s.r.cfg.Retry.JSON()}
 	var group []*batch
 	var next *batch
 	for {
@@ -281,7 +281,9 @@ func (s *session) write() {
 		for _, g := range group {
 			for i := range g.events {
 				if e := &g.events[i]; !e.skip {
-					rows.add(e)
+					pol := s.r.policyFor(e.maxAttempts)
+					s.r.settle(&e.res, pol, 0)
+					rows.add(e, int32(pol.MaxAttempts))
 				}
 			}
 		}

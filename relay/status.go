@@ -39,13 +39,15 @@ const existingSQL = `SELECT event_id FROM outbox.deliveries WHERE event_id = ANY
 // $8 true, rows of events that no longer exist are left out.
 const insertStatusSQL = `
 INSERT INTO outbox.deliveries
-    (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset, sent_at)
+    (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset, sent_at,
+     max_attempts, retry_policy)
 SELECT u.id, u.status, u.attempts, NULLIF(u.last_error, ''), NULLIF(u.reason, ''),
-       CASE WHEN u.status = 'PENDING' THEN now() END,
+       now() + u.delay_ms * interval '1 millisecond',
        NULLIF(u.part, -1), NULLIF(u.off, -1),
-       CASE WHEN u.status = 'SENT' THEN now() END
-FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[])
-     AS u(id, status, attempts, last_error, reason, part, off)
+       CASE WHEN u.status = 'SENT' THEN now() END,
+       u.max_attempts, $11::jsonb
+FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[], $9::bigint[], $10::int[])
+     AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts)
 WHERE NOT $8::bool OR EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = u.id)
 ON CONFLICT (event_id) DO NOTHING`
 
@@ -58,15 +60,20 @@ type statusRows struct {
 	reasons    []string
 	partitions []int32
 	offsets    []int64
+	delaysMS   []int64
+	maxAttempt []int32
+	policy     []byte // retry.Policy JSON, the same for every row
 }
 
 func (s *statusRows) reset() {
 	s.ids, s.statuses, s.attempts = s.ids[:0], s.statuses[:0], s.attempts[:0]
 	s.lastErrors, s.reasons = s.lastErrors[:0], s.reasons[:0]
 	s.partitions, s.offsets = s.partitions[:0], s.offsets[:0]
+	s.delaysMS, s.maxAttempt = s.delaysMS[:0], s.maxAttempt[:0]
 }
 
-func (s *statusRows) add(e *event) {
+// add appends e's outcome; maxAttempts is the event's effective limit.
+func (s *statusRows) add(e *event, maxAttempts int32) {
 	r := &e.res
 	s.ids = append(s.ids, e.id)
 	s.statuses = append(s.statuses, string(r.status))
@@ -79,6 +86,8 @@ func (s *statusRows) add(e *event) {
 	}
 	s.partitions = append(s.partitions, part)
 	s.offsets = append(s.offsets, off)
+	s.delaysMS = append(s.delaysMS, r.delay.Milliseconds())
+	s.maxAttempt = append(s.maxAttempt, maxAttempts)
 }
 
 // write inserts the rows. onlyExisting skips rows whose event is gone.
@@ -86,7 +95,8 @@ func (s *statusRows) write(ctx context.Context, pool *pgxpool.Pool, onlyExisting
 	if len(s.ids) == 0 {
 		return nil
 	}
-	_, err := pool.Exec(ctx, insertStatusSQL, s.ids, s.statuses, s.attempts, s.lastErrors, s.reasons, s.partitions, s.offsets, onlyExisting)
+	_, err := pool.Exec(ctx, insertStatusSQL, s.ids, s.statuses, s.attempts, s.lastErrors, s.reasons, s.partitions, s.offsets,
+		onlyExisting, s.delaysMS, s.maxAttempt, s.policy)
 	if err != nil {
 		return fmt.Errorf("writing %d delivery statuses: %w", len(s.ids), err)
 	}
