@@ -22,6 +22,12 @@ import (
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
+// Relay modes.
+const (
+	ModeStream = "stream"
+	ModePoll   = "poll"
+)
+
 // Defaults for Config.
 const (
 	BatchSizeDefault        = 1000
@@ -46,6 +52,11 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful drain after the context ends.
 	ShutdownTimeout time.Duration
 	Kafka           KafkaConfig
+	// Mode is ModeStream (the stream, plus the poller for retries and gaps)
+	// or ModePoll (the poller alone: a classic polling relay).
+	Mode string
+	// Poll configures the poller.
+	Poll PollerConfig
 	// Retry is the policy given to events whose status row this relay creates.
 	Retry retry.Policy
 	// Rand draws retry jitter; seeded from the clock when nil.
@@ -65,6 +76,11 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	c.Retry = c.Retry.WithDefaults()
+	c.Mode = cmp.Or(c.Mode, ModeStream)
+	if c.Mode == ModePoll && c.Poll.GapGrace == 0 {
+		c.Poll.GapGrace = -1 // polling alone: the sweep is the delivery path
+	}
+	c.Poll = c.Poll.withDefaults()
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	}
@@ -87,6 +103,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--slot: %q is not a valid slot name (lowercase letters, digits and underscores, at most 63)", c.Slot)
 	case c.StatusInterval < 10*time.Millisecond:
 		return errors.New("--status-interval must be at least 10ms")
+	}
+	if c.Mode != ModeStream && c.Mode != ModePoll {
+		return fmt.Errorf("--mode: %q is not stream or poll", c.Mode)
+	}
+	if err := c.Poll.validate(); err != nil {
+		return err
 	}
 	if err := c.Retry.Validate(); err != nil {
 		return err
@@ -114,6 +136,20 @@ type Relay struct {
 // it set one.
 func (r *Relay) policyFor(maxAttempts int32) retry.Policy {
 	p := r.cfg.Retry
+	if maxAttempts > 0 {
+		p.MaxAttempts = int(maxAttempts)
+	}
+	return p
+}
+
+// storedPolicy reads the policy fixed in a status row; rows without one (an
+// operator's resend of an event that had none) get this relay's.
+func (r *Relay) storedPolicy(stored []byte, maxAttempts int32) retry.Policy {
+	p, err := retry.ParsePolicy(stored, r.cfg.Retry)
+	if err != nil {
+		r.log.Warn("unreadable retry_policy in a status row; using the configured policy", zap.Error(err))
+		p = r.cfg.Retry
+	}
 	if maxAttempts > 0 {
 		p.MaxAttempts = int(maxAttempts)
 	}
@@ -166,6 +202,22 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.log.Warn("closing kafka producer", zap.Error(err))
 		}
 	}()
+
+	slot := r.cfg.Slot
+	if r.cfg.Mode == ModePoll {
+		slot = ""
+	}
+	pollerDone := make(chan struct{})
+	go func() {
+		defer close(pollerDone)
+		newPoller(r, slot).run(ctx)
+	}()
+	defer func() { <-pollerDone }()
+	if r.cfg.Mode == ModePoll {
+		r.log.Info("polling (no replication stream)", zap.String("instance", r.cfg.Poll.InstanceID))
+		<-ctx.Done()
+		return nil
+	}
 
 	bo := retry.Outage(500*time.Millisecond, 30*time.Second)
 	pg := newOutage(r.log, "postgres replication stream")

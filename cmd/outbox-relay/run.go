@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/retry"
 )
 
 // runFlags parses the run subcommand's flags and environment into a Config.
@@ -50,6 +51,20 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.Bool(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
 	fs.String(&k.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of CAs to trust for Kafka TLS (implies --kafka-tls)")
 	fs.Bool(&k.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "do not verify the broker's certificate")
+	fs.String(&c.Mode, "mode", relay.ModeStream, "stream (replication stream, plus the poller for retries and gaps) or poll (the poller alone)")
+	pc := &c.Poll
+	fs.Duration(&pc.Interval, "poll-interval", relay.PollIntervalDefault, "poller: wait between polls when idle")
+	fs.Int(&pc.BatchSize, "poll-batch-size", relay.PollBatchSizeDefault, "poller: rows per claim, recovery or sweep statement")
+	fs.Duration(&pc.StuckThreshold, "stuck-threshold", relay.StuckThresholdDefault, "poller: PROCESSING rows locked longer than this are taken back (an attempt)")
+	fs.Duration(&pc.GapGrace, "gap-grace", 0, "poller: events without a status row older than this are delivered by the gap sweep (default 5m with --mode=stream, 0 with --mode=poll)")
+	fs.Duration(&pc.GapLookback, "gap-lookback", relay.GapLookbackDefault, "poller: how far back the first gap sweep after start looks")
+	fs.String(&pc.InstanceID, "instance-id", "", "poller: name written to locked_by (default host-pid)")
+	rp := &c.Retry
+	fs.String(&rp.Kind, "retry-policy", retry.KindDefault, "exponential or fixed")
+	fs.Duration(&rp.Delay, "retry-delay", retry.DelayDefault, "wait after the first failed attempt (exponential) or each one (fixed)")
+	fs.Duration(&rp.MaxDelay, "retry-max-delay", retry.MaxDelayDefault, "longest exponential wait")
+	fs.Int(&rp.MaxAttempts, "retry-max-attempts", retry.MaxAttemptsDefault, "failed attempts before FAILED with RETRIES_EXHAUSTED (an event may set max_attempts)")
+	fs.String(&rp.Jitter, "retry-jitter", retry.JitterDefault, "none, proportional (±10%), full or decorrelated")
 	fs.String(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.String(&o.logFormat, "log-format", "json", "json or console")
 	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles on this address (such as 127.0.0.1:6060); off when empty")
@@ -82,7 +97,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		zap.String("version", version),
 		zap.String("database_url", redact.URL(cfg.DatabaseURL)),
 		zap.Strings("kafka_brokers", cfg.Kafka.Brokers),
-		zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
+		zap.String("mode", cfg.Mode), zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
 		zap.Bool("kafka_sasl", cfg.Kafka.SASLMechanism != ""), zap.Bool("kafka_tls", cfg.Kafka.TLS || cfg.Kafka.TLSCAFile != ""))
 
 	if o.debugAddr != "" {
