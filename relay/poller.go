@@ -304,6 +304,15 @@ func (p *Poller) deliver(ctx context.Context) (int, error) {
 	if len(b.events) == 0 {
 		return 0, nil
 	}
+	// Look each topic up afresh once per batch: a resend after the topic was
+	// created or the ACL granted must not meet a remembered failure.
+	checked := map[string]bool{}
+	for i := range b.events {
+		if t := b.events[i].msg.Topic; b.events[i].invalid == "" && !checked[t] {
+			checked[t] = true
+			_, _ = p.r.pub.topics.refresh(t)
+		}
+	}
 	b.pending.Store(int32(len(b.events)) + 1)
 	for i := range b.events {
 		e := &b.events[i]

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ type Publisher struct {
 	connect func() (sarama.AsyncProducer, error)
 	log     *zap.Logger
 	backoff backoff.BackOff
+	topics  topicChecker
 
 	mu         sync.Mutex
 	cond       *sync.Cond
@@ -48,9 +50,10 @@ type Publisher struct {
 }
 
 // newPublisher sends through producer; connect makes a replacement after an
-// outage, and bo paces those attempts while the cluster is down.
-func newPublisher(producer sarama.AsyncProducer, connect func() (sarama.AsyncProducer, error), bo backoff.BackOff, log *zap.Logger) *Publisher {
-	p := &Publisher{connect: connect, backoff: bo, log: log}
+// outage, and bo paces those attempts while the cluster is down. lookup finds
+// a topic's partitions (sarama's cached client metadata).
+func newPublisher(producer sarama.AsyncProducer, connect func() (sarama.AsyncProducer, error), lookup func(string) ([]int32, error), bo backoff.BackOff, log *zap.Logger) *Publisher {
+	p := &Publisher{connect: connect, backoff: bo, log: log, topics: topicChecker{lookup: lookup, bad: map[string]badTopic{}}}
 	p.cond = sync.NewCond(&p.mu)
 	p.use(producer)
 	return p
@@ -76,6 +79,11 @@ func (p *Publisher) Available() bool {
 // back. It blocks while the cluster is unavailable and returns ctx.Err() when
 // ctx ends first; the outcome reaches e.batch.
 func (p *Publisher) send(ctx context.Context, e *event) error {
+	if reason, err := p.topics.check(e.msg.Topic); err != nil {
+		e.res = result{status: StatusFailed, attempts: 1, reason: reason, lastError: err.Error()}
+		e.batch.complete()
+		return nil
+	}
 	p.mu.Lock()
 	for p.state != breakerClosed || len(p.resend) > 0 {
 		if err := p.recover(ctx); err != nil {
@@ -276,4 +284,64 @@ func (p *Publisher) Close() error {
 	err := producer.Close()
 	<-collected
 	return err
+}
+
+// badTopicTTL is how long a topic found missing or forbidden stays so before
+// it is looked up again.
+const badTopicTTL = 5 * time.Second
+
+// topicChecker fails events for missing, invalid or forbidden topics before
+// they reach the producer. Otherwise a burst of them would trip sarama's own
+// per-topic breaker, whose "circuit breaker is open" cannot be told apart
+// from a cluster outage, and would pause every other event.
+type topicChecker struct {
+	lookup func(string) ([]int32, error)
+	mu     sync.Mutex
+	bad    map[string]badTopic
+}
+
+type badTopic struct {
+	reason string
+	err    error
+	until  time.Time
+}
+
+// check returns the failure reason and the broker's error for a topic no
+// event can be delivered to, or a nil error. Unavailability is not decided
+// here: the send finds it.
+func (c *topicChecker) check(topic string) (string, error) {
+	if c.lookup == nil {
+		return "", nil
+	}
+	c.mu.Lock()
+	b, ok := c.bad[topic]
+	c.mu.Unlock()
+	if ok && time.Now().Before(b.until) {
+		return b.reason, b.err
+	}
+	return c.refresh(topic)
+}
+
+// refresh looks the topic up again, whatever is remembered: an operator's
+// resend after fixing the cause must not meet the old answer.
+func (c *topicChecker) refresh(topic string) (string, error) {
+	if c.lookup == nil {
+		return "", nil
+	}
+	_, err := c.lookup(topic)
+	if err == nil {
+		c.mu.Lock()
+		delete(c.bad, topic)
+		c.mu.Unlock()
+		return "", nil
+	}
+	class, reason := classify(err)
+	if class != classMessage {
+		return "", nil
+	}
+	err = fmt.Errorf("topic %q: %w", topic, err)
+	c.mu.Lock()
+	c.bad[topic] = badTopic{reason: reason, err: err, until: time.Now().Add(badTopicTTL)}
+	c.mu.Unlock()
+	return reason, err
 }

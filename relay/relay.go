@@ -129,6 +129,8 @@ type Relay struct {
 	pool *pgxpool.Pool
 	pub  *Publisher
 
+	kafkaClient sarama.Client // metadata lookups for the publisher
+
 	rndMu sync.Mutex // guards cfg.Rand
 }
 
@@ -201,6 +203,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err := r.pub.Close(); err != nil {
 			r.log.Warn("closing kafka producer", zap.Error(err))
 		}
+		_ = r.kafkaClient.Close()
 	}()
 
 	slot := r.cfg.Slot
@@ -248,12 +251,23 @@ func (r *Relay) connectKafka(ctx context.Context) error {
 	}
 	bo := retry.Outage(500*time.Millisecond, 30*time.Second)
 	o := newOutage(r.log, "kafka")
+	// One client for metadata lookups lives as long as the relay; producers
+	// come and go with outages.
+	var client sarama.Client
 	connect := func() (sarama.AsyncProducer, error) { return sarama.NewAsyncProducer(r.cfg.Kafka.Brokers, sc) }
 	for {
-		producer, err := connect()
+		var err error
+		if client == nil {
+			client, err = sarama.NewClient(r.cfg.Kafka.Brokers, sc)
+		}
+		var producer sarama.AsyncProducer
+		if err == nil {
+			producer, err = connect()
+		}
 		if err == nil {
 			o.ok()
-			r.pub = newPublisher(producer, connect, retry.Outage(200*time.Millisecond, 30*time.Second), r.log)
+			r.kafkaClient = client
+			r.pub = newPublisher(producer, connect, client.Partitions, retry.Outage(200*time.Millisecond, 30*time.Second), r.log)
 			return nil
 		}
 		var cerr sarama.ConfigurationError
