@@ -80,6 +80,7 @@ type event struct {
 	skip        bool   // a status row exists already: someone else owns it
 	size        int
 	maxAttempts int32 // the event's own override, 0 for the policy's
+	alone       bool  // resent by itself after a broker rejected its batch as too large
 	msg     sarama.ProducerMessage
 	batch   *batch
 	res     result

@@ -82,7 +82,7 @@ func TestRelay_KafkaDownIsNotAnEventFailure(t *testing.T) {
 	written := writeEvents(t, b, n, half)
 	<-half
 	b.cluster.Close()
-	downFor := 3 * time.Second
+	downFor := 15 * time.Second
 	time.Sleep(downFor) // the outage itself: nothing to wait on but the clock
 	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status <> 'SENT'`); n != 0 {
 		t.Fatalf("%d events changed to another status than SENT while Kafka was down", n)

@@ -38,6 +38,9 @@ type Publisher struct {
 	backoff backoff.BackOff
 	topics  topicChecker
 
+	stopCtx  context.Context // ends recovery at Close
+	stopping context.CancelFunc
+
 	mu         sync.Mutex
 	cond       *sync.Cond
 	producer   sarama.AsyncProducer // nil while the breaker is open
@@ -54,6 +57,7 @@ type Publisher struct {
 // a topic's partitions (sarama's cached client metadata).
 func newPublisher(producer sarama.AsyncProducer, connect func() (sarama.AsyncProducer, error), lookup func(string) ([]int32, error), bo backoff.BackOff, log *zap.Logger) *Publisher {
 	p := &Publisher{connect: connect, backoff: bo, log: log, topics: topicChecker{lookup: lookup, bad: map[string]badTopic{}}}
+	p.stopCtx, p.stopping = context.WithCancel(context.Background())
 	p.cond = sync.NewCond(&p.mu)
 	p.use(producer)
 	return p
@@ -85,11 +89,9 @@ func (p *Publisher) send(ctx context.Context, e *event) error {
 		return nil
 	}
 	p.mu.Lock()
-	for p.state != breakerClosed || len(p.resend) > 0 {
-		if err := p.recover(ctx); err != nil {
-			p.mu.Unlock()
-			return err
-		}
+	if err := p.waitClosed(ctx); err != nil {
+		p.mu.Unlock()
+		return err
 	}
 	p.inFlight++
 	in := p.producer.Input()
@@ -98,7 +100,41 @@ func (p *Publisher) send(ctx context.Context, e *event) error {
 	return nil
 }
 
-// recover runs one step of outage recovery. Called with p.mu held.
+// waitClosed waits, with p.mu held, until the breaker is closed and nothing
+// is waiting to be resent, or ctx ends.
+func (p *Publisher) waitClosed(ctx context.Context) error {
+	if p.state == breakerClosed && len(p.resend) == 0 {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	for (p.state != breakerClosed || len(p.resend) > 0) && ctx.Err() == nil {
+		p.cond.Wait()
+	}
+	return ctx.Err()
+}
+
+// recoverLoop runs recovery steps until the breaker is closed and every
+// returned message is resent. One runs per outage, started by returned, so
+// recovery goes on whether or not anyone is sending.
+func (p *Publisher) recoverLoop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for (p.state != breakerClosed || len(p.resend) > 0) && p.stopCtx.Err() == nil {
+		if err := p.recover(p.stopCtx); err != nil {
+			break
+		}
+	}
+	p.recovering = false
+	p.cond.Broadcast()
+}
+
+// recover runs one step of outage recovery. Called with p.mu held, only
+// from recoverLoop.
 func (p *Publisher) recover(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		p.mu.Lock()
@@ -106,15 +142,6 @@ func (p *Publisher) recover(ctx context.Context) error {
 		p.mu.Unlock()
 	})
 	defer stop()
-	if p.recovering { // another sender is at it: wait for the outcome
-		for p.recovering && ctx.Err() == nil {
-			p.cond.Wait()
-		}
-		return ctx.Err()
-	}
-	p.recovering = true
-	defer func() { p.recovering = false; p.cond.Broadcast() }()
-
 	// What is still in flight comes back before anything is resent, so the
 	// resend keeps the original order.
 	if err := p.waitIdle(ctx); err != nil {
@@ -171,17 +198,29 @@ func (p *Publisher) recover(ctx context.Context) error {
 			return nil // the probe failed: open again, next step waits longer
 		}
 	}
-	// Closed: resend the rest in order, then new events may follow.
+	// Closed: resend the rest in order, then new events may follow. A
+	// message to be tried alone goes with nothing else in flight.
 	batch := p.resend
 	p.resend = nil
-	slices.SortFunc(batch, func(a, b *event) int { return cmpSeq(a.seq, b.seq) })
-	p.inFlight += len(batch)
+	slices.SortStableFunc(batch, func(a, b *event) int { return cmpSeq(a.seq, b.seq) })
 	in := p.producer.Input()
-	p.mu.Unlock()
 	for _, e := range batch {
+		if e.alone {
+			if err := p.waitIdle(ctx); err != nil {
+				p.resend = append(p.resend, e)
+				return err
+			}
+		}
+		p.inFlight++
+		p.mu.Unlock()
 		in <- &e.msg
+		p.mu.Lock()
+		if e.alone {
+			if err := p.waitIdle(ctx); err != nil {
+				return err
+			}
+		}
 	}
-	p.mu.Lock()
 	return nil
 }
 
@@ -238,6 +277,12 @@ func (p *Publisher) collect(producer sarama.AsyncProducer, collected chan struct
 				p.returned(e, pe.Err)
 				continue
 			case classMessage:
+				if reason == ReasonMessageTooLarge && !isClientSizeCheck(pe.Err) && !e.alone {
+					// The broker judges the batch: try the message by itself
+					// before calling it too large.
+					p.resendAlone(e)
+					continue
+				}
 				e.res = result{status: StatusFailed, attempts: 1, reason: reason, lastError: pe.Err.Error()}
 			default:
 				e.res = result{status: StatusPending, attempts: 1, lastError: pe.Err.Error()}
@@ -262,6 +307,10 @@ func (p *Publisher) returned(e *event, unavailable error) {
 			p.log.Info("kafka still unavailable: circuit breaker open again", zap.Error(unavailable))
 		}
 		p.state = breakerOpen
+		if !p.recovering {
+			p.recovering = true
+			go p.recoverLoop()
+		}
 	} else if p.state == breakerHalfOpen {
 		p.close("probe delivered")
 	}
@@ -272,9 +321,27 @@ func (p *Publisher) returned(e *event, unavailable error) {
 	}
 }
 
+// resendAlone books a message to be sent again by itself.
+func (p *Publisher) resendAlone(e *event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inFlight--
+	e.alone = true
+	p.resend = append(p.resend, e)
+	if !p.recovering {
+		p.recovering = true
+		go p.recoverLoop()
+	}
+	p.cond.Broadcast()
+}
+
 // Close shuts the producer down and waits for its last outcomes.
 func (p *Publisher) Close() error {
+	p.stopping()
 	p.mu.Lock()
+	for p.recovering {
+		p.cond.Wait()
+	}
 	producer, collected := p.producer, p.collected
 	p.producer = nil
 	p.mu.Unlock()

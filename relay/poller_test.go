@@ -1,0 +1,178 @@
+package relay_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// pending makes n PENDING rows due now, as an operator's resend would.
+func (b *testBundle) pending(t *testing.T, topic string, n int) {
+	t.Helper()
+	b.exec(t, `WITH ev AS (
+			INSERT INTO outbox.events (topic, key, payload)
+			SELECT $1, 'k' || (s % 10), jsonb_build_object('s', s) FROM generate_series(1, $2) AS s RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, next_attempt_at) SELECT id, 'PENDING', now() FROM ev`, topic, n)
+}
+
+func TestPoller_TwoRelaysNeverClaimTheSameRowAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	const n = 3000
+	b.pending(t, "orders", n)
+
+	// Record every claim: a trigger notes which instance took which row.
+	b.exec(t, `CREATE TABLE claims (event_id uuid, instance text, at timestamptz DEFAULT clock_timestamp())`)
+	b.exec(t, `CREATE FUNCTION note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.status = 'PROCESSING' AND OLD.status <> 'PROCESSING' THEN
+				INSERT INTO claims (event_id, instance) VALUES (NEW.event_id, NEW.locked_by);
+			END IF;
+			RETURN NEW;
+		END $$`)
+	b.exec(t, `CREATE TRIGGER note_claim BEFORE UPDATE ON outbox.deliveries FOR EACH ROW EXECUTE FUNCTION note_claim()`)
+
+	for _, name := range []string{"relay-a", "relay-b"} {
+		cfg := b.config(t)
+		cfg.Mode = relay.ModePoll
+		cfg.Poll.InstanceID = name
+		cfg.Poll.BatchSize = 100
+		r, err := relay.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = r.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	b.waitStatus(t, "SENT", n, 60*time.Second)
+	if twice := pgtest.Count(t, b.pool, `SELECT count(*) FROM (SELECT event_id FROM claims GROUP BY 1 HAVING count(*) > 1) x`); twice != 0 {
+		t.Fatalf("%d events were claimed more than once", twice)
+	}
+	if per := pgtest.Count(t, b.pool, `SELECT count(DISTINCT instance) FROM claims`); per != 2 {
+		t.Errorf("claims came from %d instances, want both", per)
+	}
+	recs := kafkatest.Consume(t, b.brokers, n, 30*time.Second, "orders")
+	if len(recs) != n {
+		t.Fatalf("%d records on Kafka, want exactly %d", len(recs), n)
+	}
+}
+
+func TestPoller_RowLeftProcessingByADeadInstanceIsRecovered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	// Build the rows a dead relay leaves behind: claimed long ago.
+	b.exec(t, `WITH ev AS (INSERT INTO outbox.events (id, topic, payload) VALUES
+			('00000000-0000-0000-0000-00000000000a', 'orders', '{"n": 1}'),
+			('00000000-0000-0000-0000-00000000000b', 'orders', '{"n": 2}') RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, max_attempts, locked_by, locked_at)
+		SELECT id, 'PROCESSING', CASE WHEN id = '00000000-0000-0000-0000-00000000000b' THEN 2 ELSE 0 END, 3,
+		       'dead-relay', now() - interval '10 minutes' FROM ev`)
+	// A fresh claim by a live instance is left alone.
+	b.exec(t, `WITH ev AS (INSERT INTO outbox.events (id, topic, payload) VALUES
+			('00000000-0000-0000-0000-00000000000c', 'orders', '{"n": 3}') RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, locked_by, locked_at) SELECT id, 'PROCESSING', 'live-relay', now() FROM ev`)
+	cfg := b.config(t)
+	cfg.Mode = relay.ModePoll
+	b.startPoller(t, cfg)
+
+	r := b.waitFor(t, "00000000-0000-0000-0000-00000000000a", "SENT")
+	if r.attempts != 2 {
+		t.Errorf("recovered row: attempts %d, want 2 (the lost attempt counts, then the delivery)", r.attempts)
+	}
+	r = b.waitFor(t, "00000000-0000-0000-0000-00000000000b", "FAILED")
+	if r.reason != relay.ReasonRetriesExhausted || r.attempts != 3 {
+		t.Errorf("row on its last attempt: %+v, want FAILED RETRIES_EXHAUSTED after 3", r)
+	}
+	if r := b.delivery(t, "00000000-0000-0000-0000-00000000000c"); r.status != "PROCESSING" {
+		t.Errorf("a live instance's fresh claim was taken: %+v", r)
+	}
+}
+
+func TestPoller_RepeatedlyFailingEventEndsFailedAfterExactlyMaxAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders", "flaky"))
+	// Every produce to "flaky" is rejected with an error that is neither
+	// message-specific nor an outage: the poller retries it.
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "flaky", Err: kerr.InvalidRecord, Count: -1})
+	cfg := b.config(t)
+	cfg.Retry = retry.Policy{Kind: retry.KindFixed, Delay: 50 * time.Millisecond, MaxDelay: time.Second, MaxAttempts: 4, Jitter: retry.JitterNone}
+	cfg.Poll.Interval = 20 * time.Millisecond
+	b.startRelay(t, cfg)
+
+	id := b.insertAround(t, "flaky", `{"n": "flaky"}`)
+	r := b.waitFor(t, id, "FAILED")
+	if r.reason != relay.ReasonRetriesExhausted || r.attempts != 4 {
+		t.Fatalf("got %+v, want FAILED RETRIES_EXHAUSTED after exactly 4 attempts", r)
+	}
+	if r.lastError == "" {
+		t.Fatal("last_error is empty; want the broker's words")
+	}
+	if recs := kafkatest.Consume(t, b.brokers, 2, 15*time.Second, "orders"); len(recs) != 2 {
+		t.Fatalf("%d events around the failing one delivered, want 2", len(recs))
+	}
+}
+
+func TestPoller_GapSweepDeliversEventsWrittenWhileTheSlotWasGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	cfg := b.config(t)
+	cfg.Poll.GapGrace = time.Second
+	stop := b.startRelay(t, cfg)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) SELECT 'orders', 'k', jsonb_build_object('s', s) FROM generate_series(1, 100) s`)
+	b.waitStatus(t, "SENT", 100, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The slot is lost; events keep coming; a new slot starts after them.
+	b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 20; i++ {
+			b.exec(t, `INSERT INTO outbox.events (topic, key, payload) SELECT 'orders', 'k', jsonb_build_object('gap', s) FROM generate_series(1, 10) s`)
+		}
+	}()
+	wg.Wait()
+	b.startRelay(t, cfg)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) SELECT 'orders', 'k', jsonb_build_object('after', s) FROM generate_series(1, 50) s`)
+	b.waitStatus(t, "SENT", 350, 60*time.Second)
+	if missing := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.events e
+		WHERE NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.event_id = e.id AND d.status = 'SENT')`); missing != 0 {
+		t.Fatalf("%d events never delivered", missing)
+	}
+	recs := kafkatest.Consume(t, b.brokers, 350, 30*time.Second, "orders")
+	if len(recs) < 350 {
+		t.Fatalf("%d records on Kafka, want 350", len(recs))
+	}
+}
+
+// startPoller runs a poll-only relay (no slot to wait for).
+func (b *testBundle) startPoller(t *testing.T, cfg relay.Config) {
+	t.Helper()
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("poller stopped with %v", err)
+		}
+	})
+}
