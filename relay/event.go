@@ -74,16 +74,16 @@ func newLayout(rel *cdc.Relation) (*layout, error) {
 
 // event is one outbox row on its way through the pipeline.
 type event struct {
-	seq     uint64
-	id      [16]byte
+	seq         uint64
+	id          [16]byte
 	invalid     string // why the row cannot be a message; empty when it can
 	skip        bool   // a status row exists already: someone else owns it
 	size        int
 	maxAttempts int32 // the event's own override, 0 for the policy's
 	alone       bool  // resent by itself after a broker rejected its batch as too large
-	msg     sarama.ProducerMessage
-	batch   *batch
-	res     result
+	msg         sarama.ProducerMessage
+	batch       *batch
+	res         result
 }
 
 // result is what the status row will say.

@@ -3,8 +3,8 @@ package relay
 import (
 	"cmp"
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"time"

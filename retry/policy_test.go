@@ -103,4 +103,3 @@ func TestPolicy_ValidateNamesTheFlag(t *testing.T) {
 		}
 	}
 }
-
