@@ -17,6 +17,8 @@ const usage = `outbox-relay: PostgreSQL transactional outbox to Kafka
 Usage:
   outbox-relay run      [flags]   stream outbox.events to Kafka
   outbox-relay migrate  [flags]   create or upgrade the outbox schema (--print writes the SQL)
+  outbox-relay failed   [flags]   list or count FAILED events (filters, --after ID to page)
+  outbox-relay resend   [flags] ID...   resend events; or --failed [filters] for every matching FAILED one
   outbox-relay version
 
 Every flag can also be set by an environment variable: --database-url is
@@ -41,6 +43,10 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		err = runCmd(ctx, args[1:], stderr, getenv)
 	case "migrate":
 		err = migrateCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "failed":
+		err = failedCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "resend":
+		err = resendCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "outbox-relay", version)
 	case "help", "-h", "--help":

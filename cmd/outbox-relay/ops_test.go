@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+)
+
+func TestFailedAndResend_MirrorTheSQLOperations(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	ctx := context.Background()
+	// Five failed events on two topics, failing a second apart, and one SENT.
+	if _, err := pool.Exec(ctx, `
+		WITH ev AS (
+			INSERT INTO outbox.events (id, topic, payload, event_type) VALUES
+			  ('00000000-0000-0000-0000-000000000001', 'orders',   '{}', 'a'),
+			  ('00000000-0000-0000-0000-000000000002', 'orders',   '{}', 'a'),
+			  ('00000000-0000-0000-0000-000000000003', 'orders',   '{}', 'b'),
+			  ('00000000-0000-0000-0000-000000000004', 'payments', '{}', 'a'),
+			  ('00000000-0000-0000-0000-000000000005', 'payments', '{}', 'a'),
+			  ('00000000-0000-0000-0000-000000000006', 'orders',   '{}', 'a') RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, updated_at)
+		SELECT id, CASE WHEN id::text LIKE '%6' THEN 'SENT' ELSE 'FAILED' END, 1,
+		       CASE WHEN id::text LIKE '%6' THEN NULL ELSE 'INVALID_TOPIC' END, 'broker said no',
+		       now() - (6 - right(id::text, 1)::int) * interval '1 second'
+		FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := runMain(ctx, args, &out, &errb, env("OUTBOX_DATABASE_URL", dbURL))
+		return out.String(), errb.String(), code
+	}
+
+	if out, _, code := run("failed", "--count"); code != 0 || strings.TrimSpace(out) != "5" {
+		t.Fatalf("failed --count = %q (exit %d), want 5", out, code)
+	}
+	if out, _, _ := run("failed", "--count", "--topic", "orders", "--event-type", "a"); strings.TrimSpace(out) != "2" {
+		t.Fatalf("failed --count --topic orders --event-type a = %q, want 2", out)
+	}
+	out, errOut, _ := run("failed", "--limit", "2")
+	if !strings.Contains(out, "-000000000001") || !strings.Contains(out, "-000000000002") || strings.Contains(out, "-000000000003") {
+		t.Fatalf("first page:\n%s", out)
+	}
+	if !strings.Contains(errOut, "--after 00000000-0000-0000-0000-000000000002") {
+		t.Fatalf("first page does not say how to get the next: %q", errOut)
+	}
+	out, _, _ = run("failed", "--limit", "2", "--after", "00000000-0000-0000-0000-000000000002", "--format", "json")
+	if strings.Count(out, "\n") != 2 || !strings.Contains(out, `"event_id":"00000000-0000-0000-0000-000000000003"`) {
+		t.Fatalf("second page:\n%s", out)
+	}
+
+	if out, _, code := run("resend", "00000000-0000-0000-0000-000000000001"); code != 0 || !strings.Contains(out, "resent 1 events") {
+		t.Fatalf("resend by id: %q (exit %d)", out, code)
+	}
+	if out, _, code := run("resend", "--failed", "--topic", "payments"); code != 0 || !strings.Contains(out, "resent 2 failed events") {
+		t.Fatalf("resend --failed --topic payments: %q (exit %d)", out, code)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'PENDING' AND attempts = 0
+		AND failure_reason IS NULL AND last_error IS NULL AND next_attempt_at <= now()`); n != 3 {
+		t.Fatalf("%d rows PENDING with attempts reset and failure cleared, want 3", n)
+	}
+	if _, errOut, code := run("resend", "00000000-0000-0000-0000-0000000000ff"); code == 0 || !strings.Contains(errOut, "do not exist") {
+		t.Fatalf("resend of a missing event: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := run("resend"); code == 0 || !strings.Contains(errOut, "event ids") {
+		t.Fatalf("resend without ids: exit %d, %q", code, errOut)
+	}
+	// The SENT event can be replayed with SQL.
+	var ok bool
+	if err := pool.QueryRow(ctx, `SELECT outbox.resend('00000000-0000-0000-0000-000000000006')`).Scan(&ok); err != nil || !ok {
+		t.Fatalf("outbox.resend of a SENT event: %v %v", ok, err)
+	}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+)
+
+func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flagenv.New("resend", getenv)
+	fs.SetOutput(stderr)
+	var dbURL, topic, eventType, reason, from, to string
+	var failed bool
+	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
+	fs.BoolVar(&failed, "failed", false, "resend every FAILED event matching the filters below")
+	fs.StringVar(&topic, "topic", "", "with --failed: only this topic")
+	fs.StringVar(&eventType, "event-type", "", "with --failed: only this event_type")
+	fs.StringVar(&reason, "reason", "", "with --failed: only this failure_reason")
+	fs.StringVar(&from, "from", "", "with --failed: events created at or after (RFC 3339, or a duration ago such as 2h)")
+	fs.StringVar(&to, "to", "", "with --failed: events created before (RFC 3339, or a duration ago)")
+	// Event ids come after the flags.
+	if err := fs.FlagSet.Parse(args); err != nil {
+		return err
+	}
+	ids := fs.Args()
+	if failed == (len(ids) > 0) {
+		return errors.New("give event ids (outbox-relay resend ID...) or --failed with filters, not both or neither")
+	}
+	now := time.Now()
+	fromT, err := parseWhen("--from", from, now)
+	if err != nil {
+		return err
+	}
+	toT, err := parseWhen("--to", to, now)
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if failed {
+		var n int64
+		err := conn.QueryRow(ctx, `SELECT outbox.resend_failed($1, $2, $3, $4, $5)`,
+			nullable(topic), nullable(eventType), fromT, toT, nullable(strings.ToUpper(reason))).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("resending failed events: %w", err)
+		}
+		fmt.Fprintf(stdout, "resent %d failed events\n", n)
+		return nil
+	}
+	missing := 0
+	for _, id := range ids {
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT outbox.resend($1::uuid)`, id).Scan(&ok); err != nil {
+			return fmt.Errorf("resending %s: %w", id, err)
+		}
+		if !ok {
+			missing++
+			fmt.Fprintf(stderr, "no event %s\n", id)
+		}
+	}
+	fmt.Fprintf(stdout, "resent %d events\n", len(ids)-missing)
+	if missing > 0 {
+		return fmt.Errorf("%d of %d events do not exist", missing, len(ids))
+	}
+	return nil
+}
