@@ -331,7 +331,7 @@ func (p *Poller) deliver(ctx context.Context) (int, error) {
 	case <-ctx.Done():
 		return len(b.events), nil
 	}
-	out := &outcomeRows{}
+	out := &statusRows{}
 	for i := range b.events {
 		e, m := &b.events[i], meta[i]
 		if e.res.status != StatusFailed || e.res.reason != ReasonInvalidEvent {
@@ -340,7 +340,7 @@ func (p *Poller) deliver(ctx context.Context) (int, error) {
 			e.res.attempts = m.attempts
 		}
 		p.r.settle(&e.res, m.policy, m.prevDelay)
-		out.add(e)
+		out.add(e, int32(m.policy.MaxAttempts))
 	}
 	if _, err := p.r.pool.Exec(context.WithoutCancel(ctx), outcomeSQL, out.ids, out.statuses, out.attempts,
 		out.lastErrors, out.reasons, out.delaysMS, out.partitions, out.offsets, p.cfg.InstanceID); err != nil {
@@ -404,28 +404,4 @@ func (p *Poller) readClaim(rows pgx.Rows) (*batch, []claimMeta, error) {
 		l.fill(e, values, now)
 	}
 	return b, meta, nil
-}
-
-// outcomeRows is a batch of poller outcomes in column form.
-type outcomeRows struct {
-	ids        [][16]byte
-	statuses   []string
-	attempts   []int32
-	lastErrors []string
-	reasons    []string
-	delaysMS   []int64
-	partitions []int32
-	offsets    []int64
-}
-
-func (o *outcomeRows) add(e *event) {
-	r := &e.res
-	o.ids = append(o.ids, e.id)
-	o.statuses = append(o.statuses, string(r.status))
-	o.attempts = append(o.attempts, r.attempts)
-	o.lastErrors = append(o.lastErrors, r.lastError)
-	o.reasons = append(o.reasons, r.reason)
-	o.delaysMS = append(o.delaysMS, r.delay.Milliseconds())
-	o.partitions = append(o.partitions, r.partition)
-	o.offsets = append(o.offsets, r.offset)
 }

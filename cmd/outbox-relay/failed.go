@@ -53,15 +53,21 @@ func (f *failedFilter) register(fs *flagenv.Set) {
 
 // args returns the filter as SQL parameters ($1 to $5 above).
 func (f *failedFilter) args(now time.Time) ([]any, error) {
-	since, err := parseWhen("--since", f.since, now)
-	if err != nil {
-		return nil, err
-	}
-	until, err := parseWhen("--until", f.until, now)
+	since, until, err := parseRange(now, "--since", f.since, "--until", f.until)
 	if err != nil {
 		return nil, err
 	}
 	return []any{nullable(f.topic), nullable(f.eventType), nullable(strings.ToUpper(f.reason)), since, until}, nil
+}
+
+// parseRange reads a from/to pair of flags (see parseWhen).
+func parseRange(now time.Time, fromFlag, from, toFlag, to string) (*time.Time, *time.Time, error) {
+	f, err := parseWhen(fromFlag, from, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := parseWhen(toFlag, to, now)
+	return f, t, err
 }
 
 func nullable(s string) *string {

@@ -31,12 +31,7 @@ func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if failed == (len(ids) > 0) {
 		return errors.New("give event ids (outbox-relay resend ID...) or --failed with filters, not both or neither")
 	}
-	now := time.Now()
-	fromT, err := parseWhen("--from", from, now)
-	if err != nil {
-		return err
-	}
-	toT, err := parseWhen("--to", to, now)
+	fromT, toT, err := parseRange(time.Now(), "--from", from, "--to", to)
 	if err != nil {
 		return err
 	}
