@@ -140,13 +140,18 @@ RETURNING d.event_id::text, d.status, d.last_error`
 // sweepSQL gives a PENDING row to committed events that have none, walking
 // events by created_at from the cursor ($1) up to a horizon: the grace
 // window ($2 ms) ago, and never past the start of the oldest transaction
-// still writing, whose events may yet commit with an earlier created_at.
+// open in this database. created_at defaults to now(), the transaction's
+// start, so an open transaction (even one that has not written yet) may
+// still commit events older than anything swept so far. 10 ms cover the gap
+// between a transaction taking its start time and reporting it.
 const sweepSQL = `
 WITH horizon AS (
     SELECT least(now() - $2 * interval '1 millisecond',
                  coalesce((SELECT min(xact_start) FROM pg_stat_activity
-                           WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()), 'infinity'),
-                 coalesce((SELECT min(prepared) FROM pg_prepared_xacts), 'infinity')) AS upper
+                           WHERE xact_start IS NOT NULL AND backend_type = 'client backend'
+                             AND datname = current_database() AND pid <> pg_backend_pid()), 'infinity'),
+                 coalesce((SELECT min(prepared) FROM pg_prepared_xacts), 'infinity'))
+           - interval '10 milliseconds' AS upper
 ), found AS (
     SELECT e.id, e.created_at, e.max_attempts FROM outbox.events e, horizon h
     WHERE e.created_at >= $1 AND e.created_at < h.upper

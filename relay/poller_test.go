@@ -176,3 +176,38 @@ func (b *testBundle) startPoller(t *testing.T, cfg relay.Config) {
 		}
 	})
 }
+
+func TestPoller_SweepNeverPassesATransactionThatHasNotWrittenYet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	cfg := b.config(t)
+	cfg.Mode = relay.ModePoll // the sweep is the delivery path, grace 0
+	cfg.Poll.Interval = 10 * time.Millisecond
+	b.startPoller(t, cfg)
+	ctx := context.Background()
+
+	// A transaction starts (created_at of its events will be its start) but
+	// writes nothing yet...
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	// ...while later events are committed and swept around it.
+	b.exec(t, `INSERT INTO outbox.events (id, topic, payload) VALUES ('00000000-0000-0000-0000-0000000000a1', 'orders', '{"n": "later"}')`)
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries`) == 0 {
+		time.Sleep(20 * time.Millisecond) // a bounded look: the sweep may hold back, and that is fine
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox.events (id, topic, payload) VALUES ('00000000-0000-0000-0000-0000000000a0', 'orders', '{"n": "early"}')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, "00000000-0000-0000-0000-0000000000a1", "SENT")
+	b.waitFor(t, "00000000-0000-0000-0000-0000000000a0", "SENT")
+}

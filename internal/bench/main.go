@@ -1,0 +1,625 @@
+// Command bench measures outbox-relay against the decoding limit and a
+// polling relay in one run: drain throughput, COMMIT-to-Kafka latency, the
+// writer's rate with and without the relay, and the relay's memory and CPU.
+// scripts/bench.sh starts PostgreSQL and the development broker and runs it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type options struct {
+	dbURL, brokers, relayBin, topic, outDir string
+	events, big, conns                      int
+	rates                                   string
+	steady                                  time.Duration
+}
+
+// Result is one row of the table.
+type Result struct {
+	Phase       string  `json:"phase"`
+	Events      int     `json:"events"`
+	Seconds     float64 `json:"seconds"`
+	EventsPerS  float64 `json:"events_per_s"`
+	VsDecode    float64 `json:"vs_decode_limit,omitempty"`
+	P50ms       float64 `json:"p50_ms,omitempty"`
+	P95ms       float64 `json:"p95_ms,omitempty"`
+	P99ms       float64 `json:"p99_ms,omitempty"`
+	MaxMs       float64 `json:"max_ms,omitempty"`
+	RSSMiB      float64 `json:"relay_peak_rss_mib,omitempty"`
+	CPUSeconds  float64 `json:"relay_cpu_s,omitempty"`
+	WriterRate  float64 `json:"writer_rate,omitempty"`
+	TargetRate  int     `json:"target_rate,omitempty"`
+	Description string  `json:"description"`
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.dbURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (a database the bench may wipe)")
+	flag.StringVar(&o.brokers, "kafka-brokers", "127.0.0.1:9092", "development broker")
+	flag.StringVar(&o.relayBin, "relay", "outbox-relay", "outbox-relay binary")
+	flag.StringVar(&o.topic, "topic", "bench", "topic with three partitions")
+	flag.StringVar(&o.outDir, "out", "bench-results", "where results.json and latency.svg go")
+	flag.IntVar(&o.events, "events", 200000, "events for the drain phases")
+	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")
+	flag.IntVar(&o.conns, "writers", 8, "writer connections in the steady phases")
+	flag.StringVar(&o.rates, "rates", "1000,5000,max", "steady-state writer rates (events/s)")
+	flag.DurationVar(&o.steady, "steady-duration", 10*time.Second, "length of each steady-state run")
+	flag.Parse()
+	if err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	o    options
+	pool *pgxpool.Pool
+	res  []Result
+}
+
+func run(ctx context.Context, o options) error {
+	pool, err := pgxpool.New(ctx, o.dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	b := &bench{o: o, pool: pool}
+	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
+		return fmt.Errorf("the database needs the outbox schema (outbox-relay migrate): %w", err)
+	}
+	if err := b.drains(ctx); err != nil {
+		return err
+	}
+	if err := b.steadyStates(ctx); err != nil {
+		return err
+	}
+	if o.big > 0 {
+		if err := b.bigTransaction(ctx); err != nil {
+			return err
+		}
+	}
+	b.print()
+	return b.write()
+}
+
+func (b *bench) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := b.pool.Exec(ctx, sql, args...)
+	return err
+}
+
+func (b *bench) lsn(ctx context.Context) (pglogrepl.LSN, error) {
+	var s string
+	if err := b.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		return 0, err
+	}
+	return pglogrepl.ParseLSN(s)
+}
+
+func (b *bench) dropSlot(ctx context.Context, name string) {
+	_ = b.exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, name)
+}
+
+// insertEvents commits n events of about 500 bytes, perTxn rows per
+// transaction, keys spread over 1,000 values.
+func (b *bench) insertEvents(ctx context.Context, n, perTxn int) error {
+	for done := 0; done < n; done += perTxn {
+		k := min(perTxn, n-done)
+		err := b.exec(ctx, `INSERT INTO outbox.events (topic, key, payload, event_type)
+			SELECT $1, 'customer-' || ((s + $2) % 1000),
+			       jsonb_build_object('order_id', s + $2, 'customer', 'customer-' || ((s + $2) % 1000),
+			                          'amount', round((random() * 1000)::numeric, 2), 'currency', 'EUR',
+			                          'note', repeat('x', 380)),
+			       'order.created'
+			FROM generate_series(1, $3) AS s`, b.o.topic, done, k)
+		if err != nil {
+			return fmt.Errorf("inserting events: %w", err)
+		}
+	}
+	return nil
+}
+
+// relay is a running outbox-relay process.
+type relay struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func (b *bench) startRelay(args ...string) (*relay, error) {
+	cmd := exec.Command(b.o.relayBin, append([]string{"run", "--log-level", "warn", "--log-format", "console"}, args...)...)
+	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r := &relay{cmd: cmd, done: make(chan error, 1)}
+	go func() { r.done <- cmd.Wait() }()
+	return r, nil
+}
+
+// usage reads the relay's peak RSS (MiB) and CPU seconds so far.
+func (r *relay) usage() (float64, float64) {
+	pid := r.cmd.Process.Pid
+	var rss float64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "VmHWM:") {
+				kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+				rss = kb / 1024
+			}
+		}
+	}
+	var cpu float64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		cpu = (ut + st) / 100 // clock ticks
+	}
+	return rss, cpu
+}
+
+func (r *relay) stop() error {
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(60 * time.Second):
+		_ = r.cmd.Process.Kill()
+		return errors.New("relay did not stop within 60s")
+	}
+}
+
+// waitFor polls cond every 20ms until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *bench) slotConfirmed(ctx context.Context, slot string) (pglogrepl.LSN, error) {
+	var s *string
+	err := b.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&s)
+	if err != nil || s == nil {
+		return 0, err
+	}
+	return pglogrepl.ParseLSN(*s)
+}
+
+func (b *bench) sent(ctx context.Context) (int, error) {
+	var n int
+	err := b.pool.QueryRow(ctx, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`).Scan(&n)
+	return n, err
+}
+
+// drains runs phases 1 to 3 on the same N events.
+func (b *bench) drains(ctx context.Context) error {
+	n := b.o.events
+	for _, s := range []string{"bench_decode", "bench_relay"} {
+		b.dropSlot(ctx, s)
+		if err := b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "inserting %d events (1,000 per transaction)\n", n)
+	if err := b.insertEvents(ctx, n, 1000); err != nil {
+		return err
+	}
+	end, err := b.lsn(ctx)
+	if err != nil {
+		return err
+	}
+
+	// 1. Decode limit.
+	t0 := time.Now()
+	cmd := exec.Command("pg_recvlogical", "-d", b.o.dbURL, "--slot", "bench_decode", "--start",
+		"-o", "proto_version=1", "-o", "publication_names=outbox_relay", "-o", "binary=true",
+		"--endpos", end.String(), "-f", "/dev/null")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("pg_recvlogical: %w", err)
+	}
+	decode := time.Since(t0).Seconds()
+	b.dropSlot(ctx, "bench_decode")
+	b.res = append(b.res, Result{Phase: "decode limit", Events: n, Seconds: decode, EventsPerS: float64(n) / decode,
+		Description: "pg_recvlogical (pgoutput, binary) drains the events from a fresh slot"})
+	decodeRate := float64(n) / decode
+
+	// 2. Relay drain: from start to the slot confirmed past the last commit,
+	// which happens only once every status row is written.
+	fmt.Fprintln(os.Stderr, "relay drain")
+	t0 = time.Now()
+	r, err := b.startRelay("--slot", "bench_relay")
+	if err != nil {
+		return err
+	}
+	err = waitFor(ctx, 10*time.Minute, "the relay to confirm the slot", func() (bool, error) {
+		l, err := b.slotConfirmed(ctx, "bench_relay")
+		return l >= end, err
+	})
+	secs := time.Since(t0).Seconds()
+	rss, cpu := r.usage()
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return err
+	}
+	if got, err := b.sent(ctx); err != nil || got != n {
+		return fmt.Errorf("relay drain: %d SENT rows, want %d (%v)", got, n, err)
+	}
+	b.dropSlot(ctx, "bench_relay")
+	b.res = append(b.res, Result{Phase: "relay drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
+		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu,
+		Description: "outbox-relay streams the same events: Kafka acked, status rows written, slot confirmed"})
+
+	// 3. Poll-only drain of the same events.
+	fmt.Fprintln(os.Stderr, "poll-only drain")
+	if err := b.exec(ctx, `TRUNCATE outbox.deliveries`); err != nil {
+		return err
+	}
+	t0 = time.Now()
+	r, err = b.startRelay("--mode", "poll")
+	if err != nil {
+		return err
+	}
+	err = waitFor(ctx, 20*time.Minute, "the poller to send every event", func() (bool, error) {
+		got, err := b.sent(ctx)
+		return got == n, err
+	})
+	secs = time.Since(t0).Seconds()
+	rss, cpu = r.usage()
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return err
+	}
+	b.res = append(b.res, Result{Phase: "poll-only drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
+		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu,
+		Description: "outbox-relay --mode=poll (a classic polling relay) drains the same events"})
+	return b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
+}
+
+// steadyStates runs phase 4 for the stream and for poll-only, and the writer
+// alone for comparison.
+func (b *bench) steadyStates(ctx context.Context) error {
+	rates, err := parseRates(b.o.rates)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "writer alone, as fast as it can")
+	alone, err := b.steady(ctx, 0, nil)
+	if err != nil {
+		return err
+	}
+	alone.Phase, alone.Description = "writer alone (max)", "the writer's rate with no relay running"
+	b.res = append(b.res, alone)
+	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
+		return err
+	}
+	for _, mode := range []string{"stream", "poll"} {
+		for _, rate := range rates {
+			b.dropSlot(ctx, "bench_steady")
+			args := []string{"--slot", "bench_steady"}
+			if mode == "poll" {
+				args = []string{"--mode", "poll"}
+			}
+			r, err := b.startRelay(args...)
+			if err != nil {
+				return err
+			}
+			if mode == "stream" {
+				err = waitFor(ctx, 30*time.Second, "the relay to stream", func() (bool, error) {
+					var n int
+					err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n)
+					return n > 0, err
+				})
+				if err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(os.Stderr, "steady state: %s at %s events/s\n", mode, rateName(rate))
+			res, err := b.steady(ctx, rate, r)
+			if stopErr := r.stop(); err == nil {
+				err = stopErr
+			}
+			if err != nil {
+				return err
+			}
+			res.Phase = fmt.Sprintf("%s @ %s/s", mode, rateName(rate))
+			res.Description = fmt.Sprintf("one event per transaction over %d connections; latency from COMMIT to the consumer", b.o.conns)
+			b.res = append(b.res, res)
+			b.dropSlot(ctx, "bench_steady")
+			if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func parseRates(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f == "max" {
+			out = append(out, 0)
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--rates: %q is not a rate or max", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func rateName(r int) string {
+	if r == 0 {
+		return "max"
+	}
+	return strconv.Itoa(r)
+}
+
+// steady writes at rate (0: as fast as possible) for the steady duration and,
+// with a relay running, measures each event from its COMMIT to its arrival
+// at a consumer.
+func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) {
+	var commits sync.Map // event id -> commit time, as the writer saw COMMIT return
+	var arrivals sync.Map // event id -> when the consumer got it
+	var arrived atomic.Int64
+	var latencies []time.Duration
+	total := 0
+	consumerDone := make(chan struct{})
+	stopConsumer := make(chan struct{})
+	var cl *kgo.Client
+	if r != nil {
+		// Start exactly at the current end of every partition.
+		admCl, err := kgo.NewClient(kgo.SeedBrokers(b.o.brokers))
+		if err != nil {
+			return Result{}, err
+		}
+		ends, err := kadm.NewClient(admCl).ListEndOffsets(ctx, b.o.topic)
+		admCl.Close()
+		if err != nil {
+			return Result{}, fmt.Errorf("listing end offsets: %w", err)
+		}
+		from := map[string]map[int32]kgo.Offset{b.o.topic: {}}
+		ends.Each(func(o kadm.ListedOffset) { from[b.o.topic][o.Partition] = kgo.NewOffset().At(o.Offset) })
+		cl, err = kgo.NewClient(kgo.SeedBrokers(b.o.brokers), kgo.ConsumePartitions(from), kgo.FetchMaxWait(50*time.Millisecond))
+		if err != nil {
+			return Result{}, err
+		}
+		defer cl.Close()
+		go func() {
+			defer close(consumerDone)
+			for {
+				select {
+				case <-stopConsumer:
+					return
+				default:
+				}
+				pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				fs := cl.PollFetches(pctx)
+				cancel()
+				now := time.Now()
+				fs.EachRecord(func(rec *kgo.Record) {
+					for _, h := range rec.Headers {
+						if h.Key == "outbox-event-id" {
+							if _, dup := arrivals.LoadOrStore(string(h.Value), now); !dup {
+								arrived.Add(1)
+							}
+						}
+					}
+				})
+			}
+		}()
+	}
+
+	var next atomic.Int64
+	var written atomic.Int64
+	start := time.Now()
+	deadline := start.Add(b.o.steady)
+	var wg sync.WaitGroup
+	errs := make(chan error, b.o.conns)
+	for w := 0; w < b.o.conns; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, b.o.dbURL)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(ctx)
+			for {
+				i := next.Add(1) - 1
+				if rate > 0 {
+					at := start.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
+					if at.After(deadline) {
+						return
+					}
+					time.Sleep(time.Until(at))
+				} else if time.Now().After(deadline) {
+					return
+				}
+				var id string
+				err := conn.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload, event_type)
+					VALUES ($1, 'customer-' || ($2::bigint % 1000), jsonb_build_object('order_id', $2::bigint,
+					        'amount', 12.5, 'currency', 'EUR', 'note', repeat('x', 420)), 'order.created')
+					RETURNING id::text`, b.o.topic, i).Scan(&id)
+				if err != nil {
+					errs <- err
+					return
+				}
+				commits.Store(id, time.Now())
+				written.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Result{}, fmt.Errorf("writer: %w", err)
+	}
+	total = int(written.Load())
+	res := Result{Events: total, Seconds: elapsed, WriterRate: float64(total) / elapsed, TargetRate: rate}
+	if r == nil {
+		res.EventsPerS = res.WriterRate
+		return res, nil
+	}
+	// Wait for the stragglers.
+	_ = waitFor(ctx, 60*time.Second, "every event at the consumer", func() (bool, error) {
+		return arrived.Load() >= int64(total), nil
+	})
+	close(stopConsumer)
+	<-consumerDone
+	// Some events reach the consumer before the writer sees its COMMIT
+	// return; they count with their (tiny or negative) latency, floored at 0.
+	commits.Range(func(k, v any) bool {
+		if a, ok := arrivals.Load(k); ok {
+			latencies = append(latencies, max(a.(time.Time).Sub(v.(time.Time)), 0))
+		}
+		return true
+	})
+	if len(latencies) < total {
+		var sent int
+		_ = b.pool.QueryRow(ctx, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`).Scan(&sent)
+		return Result{}, fmt.Errorf("only %d of %d events reached the consumer (%d SENT rows)", len(latencies), total, sent)
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	q := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(latencies)))) - 1
+		return float64(latencies[max(i, 0)].Microseconds()) / 1000
+	}
+	res.EventsPerS = res.WriterRate
+	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = q(0.50), q(0.95), q(0.99), q(1)
+	res.RSSMiB, res.CPUSeconds = r.usage()
+	return res, nil
+}
+
+// bigTransaction relays one transaction of many rows and reports peak RSS.
+func (b *bench) bigTransaction(ctx context.Context) error {
+	b.dropSlot(ctx, "bench_big")
+	r, err := b.startRelay("--slot", "bench_big")
+	if err != nil {
+		return err
+	}
+	defer b.dropSlot(ctx, "bench_big")
+	if err := waitFor(ctx, 30*time.Second, "the relay to stream", func() (bool, error) {
+		var n int
+		err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n)
+		return n > 0, err
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "one transaction of %d events\n", b.o.big)
+	t0 := time.Now()
+	if err := b.insertEvents(ctx, b.o.big, b.o.big); err != nil {
+		return err
+	}
+	end, err := b.lsn(ctx)
+	if err != nil {
+		return err
+	}
+	err = waitFor(ctx, 30*time.Minute, "the relay to confirm the big transaction", func() (bool, error) {
+		l, err := b.slotConfirmed(ctx, "bench_big")
+		return l >= end, err
+	})
+	secs := time.Since(t0).Seconds()
+	rss, cpu := r.usage()
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return err
+	}
+	b.res = append(b.res, Result{Phase: fmt.Sprintf("one %d-row transaction", b.o.big), Events: b.o.big, Seconds: secs,
+		EventsPerS: float64(b.o.big) / secs, RSSMiB: rss, CPUSeconds: cpu,
+		Description: "INSERT ... SELECT of every row in one transaction, from its start to the slot confirmed"})
+	return b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
+}
+
+func (b *bench) print() {
+	fmt.Printf("\n%-28s %9s %8s %10s %7s %8s %8s %8s %8s %8s %7s %9s\n",
+		"phase", "events", "seconds", "events/s", "vs dec", "p50 ms", "p95 ms", "p99 ms", "max ms", "RSS MiB", "CPU s", "writer/s")
+	for _, r := range b.res {
+		fmt.Printf("%-28s %9d %8.2f %10.0f %7s %8s %8s %8s %8s %8s %7s %9s\n", r.Phase, r.Events, r.Seconds, r.EventsPerS,
+			pct(r.VsDecode), num(r.P50ms), num(r.P95ms), num(r.P99ms), num(r.MaxMs), num(r.RSSMiB), num(r.CPUSeconds), num(r.WriterRate))
+	}
+}
+
+func pct(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", v*100)
+}
+
+func num(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func (b *bench) write() error {
+	if err := os.MkdirAll(b.o.outDir, 0o755); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	out := map[string]any{"when": time.Now().UTC().Format(time.RFC3339), "host": host, "cpus": numCPU(),
+		"events": b.o.events, "writers": b.o.conns, "steady_duration_s": b.o.steady.Seconds(), "results": b.res}
+	j, _ := json.MarshalIndent(out, "", "  ")
+	if err := os.WriteFile(filepath.Join(b.o.outDir, "results.json"), j, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.o.outDir, "latency.svg"), latencySVG(b.res), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s and %s\n", filepath.Join(b.o.outDir, "results.json"), filepath.Join(b.o.outDir, "latency.svg"))
+	return nil
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}

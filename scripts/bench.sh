@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Measures outbox-relay in one run on this machine: the decoding limit
+# (pg_recvlogical), the relay's drain, a poll-only drain, steady-state
+# COMMIT-to-Kafka latency at fixed rates, the writer's rate with and without
+# the relay, and the relay's memory and CPU. Starts its own PostgreSQL and the
+# development Kafka broker as a separate process; cleans up after itself.
+#
+#   scripts/bench.sh [--events 200000] [--rates 1000,5000,max] [--steady-duration 10s]
+#                    [--big-transaction 1000000] [--out bench-results]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+WORK=$(mktemp -d /tmp/outbox-bench.XXXXXX)
+KAFKA_PID=""
+cleanup() {
+  [ -n "$KAFKA_PID" ] && kill -TERM "$KAFKA_PID" 2>/dev/null && wait "$KAFKA_PID" 2>/dev/null || true
+  pg_stop
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+log "building outbox-relay, kafka-dev and the bench driver"
+go build -o "$WORK/outbox-relay" ./cmd/outbox-relay
+go build -o "$WORK/kafka-dev" ./cmd/kafka-dev
+go build -o "$WORK/bench" ./internal/bench
+
+pg_start
+KAFKA_PORT=$(free_port)
+"$WORK/kafka-dev" serve --port "$KAFKA_PORT" --topics bench:3 2>"$WORK/kafka.log" &
+KAFKA_PID=$!
+wait_for "kafka-dev" 20 bash -c "echo >/dev/tcp/127.0.0.1/$KAFKA_PORT"
+"$WORK/outbox-relay" migrate --database-url "$DATABASE_URL" >/dev/null
+
+log "running the benchmark (several minutes)"
+"$WORK/bench" --database-url "$DATABASE_URL" --kafka-brokers "127.0.0.1:$KAFKA_PORT" \
+  --relay "$WORK/outbox-relay" "$@"
