@@ -54,6 +54,8 @@ type Stream struct {
 	conn    *pgconn.PgConn
 	dec     *decoder
 	started pglogrepl.LSN
+	// replayUntil: see ReplayUntil.
+	replayUntil pglogrepl.LSN
 
 	// Receive-loop state, owned by the goroutine calling Receive.
 	inTxn         bool
@@ -70,8 +72,8 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to postgres: %w", err)
 	}
+	defer sc.Close(context.WithoutCancel(ctx))
 	slot, err := Prepare(ctx, sc, cfg.Slot, cfg.Publication)
-	sc.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -109,11 +111,28 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("starting replication on slot %q: %w", cfg.Slot, err)
 	}
+	// Whoever read this slot before has stopped (the slot was free), so no
+	// transaction committing after this point reached them.
+	var current string
+	if err := sc.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&current); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("reading the WAL position: %w", err)
+	}
+	replayUntil, err := pglogrepl.ParseLSN(current)
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("parsing WAL position %q: %w", current, err)
+	}
 	return &Stream{
-		cfg: cfg, conn: conn, dec: newDecoder(),
+		cfg: cfg, conn: conn, dec: newDecoder(), replayUntil: replayUntil,
 		started: slot.ConfirmedFlush, reported: slot.ConfirmedFlush, lastCommitEnd: slot.ConfirmedFlush,
 	}, nil
 }
+
+// ReplayUntil is the WAL position when streaming started. A transaction
+// committing at or before it may have been (partly) handled by whoever read
+// the slot before; one committing after it is new to everyone.
+func (s *Stream) ReplayUntil() pglogrepl.LSN { return s.replayUntil }
 
 // StartLSN is the slot's confirmed position when the stream opened.
 func (s *Stream) StartLSN() pglogrepl.LSN { return s.started }

@@ -97,13 +97,14 @@ type result struct {
 	delay     time.Duration // PENDING: wait before the next attempt
 }
 
-// fill turns the inserted row into e.msg, or sets e.invalid.
+// fill turns the inserted row into e.msg, or sets e.invalid. The batch
+// links messages to events when it is sealed.
 func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 	copy(e.id[:], values[l.id])
 	if l.maxAttempts >= 0 && len(values[l.maxAttempts]) == 4 {
 		e.maxAttempts = int32(binary.BigEndian.Uint32(values[l.maxAttempts]))
 	}
-	e.msg = sarama.ProducerMessage{Metadata: e}
+	e.msg = sarama.ProducerMessage{}
 	if err := l.build(&e.msg, values, e.id, commitTime); err != nil {
 		e.invalid = err.Error()
 		return

@@ -404,9 +404,8 @@ func (p *Poller) readClaim(rows pgx.Rows) (*batch, []claimMeta, error) {
 	b := &batch{events: make([]event, len(all)), done: make(chan struct{})}
 	now := time.Now()
 	for i, values := range all {
-		e := &b.events[i]
-		e.batch = b
-		l.fill(e, values, now)
+		l.fill(&b.events[i], values, now)
 	}
+	b.seal()
 	return b, meta, nil
 }

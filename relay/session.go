@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
@@ -13,11 +14,22 @@ import (
 
 // batch is a run of consecutive events travelling the pipeline together.
 type batch struct {
-	events  []event
-	bytes   int
-	lastSeq uint64
-	pending atomic.Int32 // outcomes still to come, +1 while being fed
-	done    chan struct{}
+	events   []event
+	bytes    int
+	lastSeq  uint64
+	replayed bool         // holds events that may already have a status row
+	pending  atomic.Int32 // outcomes still to come, +1 while being fed
+	done     chan struct{}
+}
+
+// seal links every event to its batch and its message to the event, once
+// the events slice no longer grows.
+func (b *batch) seal() {
+	for i := range b.events {
+		e := &b.events[i]
+		e.batch = b
+		e.msg.Metadata = e
+	}
 }
 
 func (b *batch) complete() {
@@ -42,8 +54,13 @@ type session struct {
 
 	seq        uint64
 	commitTime time.Time
-	cur        *batch
-	layouts    map[*cdc.Relation]*layout
+	// replayUntil and replaying: events of transactions committed at or
+	// before replayUntil may have a status row from an earlier session, and
+	// are looked up before they are published; later ones cannot.
+	replayUntil pglogrepl.LSN
+	replaying   bool
+	cur         *batch
+	layouts     map[*cdc.Relation]*layout
 
 	toProduce chan *batch
 	toWrite   chan *batch
@@ -71,7 +88,8 @@ func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 
 	s := &session{
 		r: r, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
-		hard: hard, pgDown: newOutage(r.log, "postgres"),
+		replayUntil: stream.ReplayUntil(),
+		hard:        hard, pgDown: newOutage(r.log, "postgres"),
 		layouts:   map[*cdc.Relation]*layout{},
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
@@ -129,6 +147,7 @@ func (s *session) consume(changes <-chan cdc.Change) error {
 		switch ch.Kind {
 		case cdc.KindBegin:
 			s.commitTime = ch.Time
+			s.replaying = ch.LSN <= s.replayUntil
 		case cdc.KindInsert:
 			if err := s.add(ch); err != nil {
 				return err
@@ -149,15 +168,16 @@ func (s *session) add(ch cdc.Change) error {
 		s.layouts[ch.Relation] = l
 	}
 	if s.cur == nil {
-		s.cur = &batch{events: make([]event, 0, s.r.cfg.BatchSize), done: make(chan struct{})}
+		s.cur = &batch{events: make([]event, 0, 8), done: make(chan struct{})}
 	}
 	s.seq++
 	b := s.cur
-	b.events = append(b.events, event{seq: s.seq, batch: b}) // within capacity: pointers stay valid
+	b.events = append(b.events, event{seq: s.seq}) // linked to b at seal
+	b.replayed = b.replayed || s.replaying
 	e := &b.events[len(b.events)-1]
 	l.fill(e, ch.Values, s.commitTime)
 	b.bytes += max(e.size, 64)
-	if len(b.events) == cap(b.events) || b.bytes >= s.r.cfg.MaxInFlightBytes/4 {
+	if len(b.events) >= s.r.cfg.BatchSize || b.bytes >= s.r.cfg.MaxInFlightBytes/4 {
 		s.flush()
 	}
 	return nil
@@ -170,6 +190,7 @@ func (s *session) flush() {
 		return
 	}
 	s.cur = nil
+	b.seal()
 	b.lastSeq = s.seq
 	s.win.acquire(len(b.events), b.bytes)
 	b.pending.Store(int32(len(b.events)) + 1)
@@ -183,9 +204,12 @@ func (s *session) produce() {
 	defer close(s.produced)
 	ids := make([][16]byte, 0, s.r.cfg.BatchSize)
 	for b := range s.toProduce {
-		err := retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
-			return markExisting(ctx, s.r.pool, b, ids)
-		})
+		var err error
+		if b.replayed {
+			err = retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
+				return markExisting(ctx, s.r.pool, b, ids)
+			})
+		}
 		for i := range b.events {
 			e := &b.events[i]
 			switch {

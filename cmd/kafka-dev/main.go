@@ -64,6 +64,12 @@ func serve(args []string) error {
 	fs.String(&dataDir, "dev-kafka-data-dir", "", "keep data in this directory across restarts (default: memory only)")
 	fs.Bool(&autoCreate, "dev-kafka-auto-create", false, "create topics on first produce, like auto.create.topics.enable")
 	fs.Int(&maxBytes, "dev-kafka-message-max-bytes", 1048588, "broker message.max.bytes")
+	var brokerConfigs []string
+	fs.List(&brokerConfigs, "dev-kafka-broker-config", "", "more broker configs, key=value, comma-separated (such as log.message.timestamp.type=LogAppendTime)")
+	fs.Func("broker-config", "alias of --dev-kafka-broker-config", func(v string) error {
+		brokerConfigs = append(brokerConfigs, strings.Split(v, ",")...)
+		return nil
+	})
 	// Short aliases for the long names above.
 	fs.IntVar(&port, "port", port, "alias of --dev-kafka-port")
 	fs.Func("topics", "alias of --dev-kafka-topics", func(v string) error { topics = strings.Split(v, ","); return nil })
@@ -71,10 +77,15 @@ func serve(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opts := []kfake.Opt{
-		kfake.Ports(port),
-		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(maxBytes)}),
+	configs := map[string]string{"message.max.bytes": strconv.Itoa(maxBytes)}
+	for _, kv := range brokerConfigs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--broker-config: %q is not key=value", kv)
+		}
+		configs[k] = v
 	}
+	opts := []kfake.Opt{kfake.Ports(port), kfake.BrokerConfigs(configs)}
 	for _, t := range topics {
 		name, n, err := topicSpec(t, partitions)
 		if err != nil {

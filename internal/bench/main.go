@@ -32,6 +32,7 @@ import (
 type options struct {
 	dbURL, brokers, relayBin, topic, outDir string
 	events, big, conns                      int
+	relayArgs                               []string
 	rates                                   string
 	steady                                  time.Duration
 }
@@ -66,6 +67,8 @@ func main() {
 	flag.IntVar(&o.conns, "writers", 8, "writer connections in the steady phases")
 	flag.StringVar(&o.rates, "rates", "1000,5000,max", "steady-state writer rates (events/s)")
 	flag.DurationVar(&o.steady, "steady-duration", 10*time.Second, "length of each steady-state run")
+	flag.Func("relay-arg", "an extra argument for every relay started (repeatable), such as --debug-addr=127.0.0.1:6060",
+		func(v string) error { o.relayArgs = append(o.relayArgs, v); return nil })
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -147,7 +150,8 @@ type relay struct {
 }
 
 func (b *bench) startRelay(args ...string) (*relay, error) {
-	cmd := exec.Command(b.o.relayBin, append([]string{"run", "--log-level", "warn", "--log-format", "console"}, args...)...)
+	args = append(append([]string{"run", "--log-level", "warn", "--log-format", "console"}, args...), b.o.relayArgs...)
+	cmd := exec.Command(b.o.relayBin, args...)
 	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -361,7 +365,7 @@ func (b *bench) steadyStates(ctx context.Context) error {
 				return err
 			}
 			res.Phase = fmt.Sprintf("%s @ %s/s", mode, rateName(rate))
-			res.Description = fmt.Sprintf("one event per transaction over %d connections; latency from COMMIT to the consumer", b.o.conns)
+			res.Description = fmt.Sprintf("one event per transaction over %d connections; latency from COMMIT returning to a consumer receiving the record", b.o.conns)
 			b.res = append(b.res, res)
 			b.dropSlot(ctx, "bench_steady")
 			if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
@@ -399,8 +403,8 @@ func rateName(r int) string {
 // with a relay running, measures each event from its COMMIT to its arrival
 // at a consumer.
 func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) {
-	var commits sync.Map // event id -> commit time, as the writer saw COMMIT return
-	var arrivals sync.Map // event id -> when the consumer got it
+	var commits sync.Map  // event id -> commit time, as the writer saw COMMIT return
+	var arrivals sync.Map // event id -> when the consumer received it
 	var arrived atomic.Int64
 	var latencies []time.Duration
 	total := 0
@@ -420,7 +424,7 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 		}
 		from := map[string]map[int32]kgo.Offset{b.o.topic: {}}
 		ends.Each(func(o kadm.ListedOffset) { from[b.o.topic][o.Partition] = kgo.NewOffset().At(o.Offset) })
-		cl, err = kgo.NewClient(kgo.SeedBrokers(b.o.brokers), kgo.ConsumePartitions(from), kgo.FetchMaxWait(50*time.Millisecond))
+		cl, err = kgo.NewClient(kgo.SeedBrokers(b.o.brokers), kgo.ConsumePartitions(from), kgo.FetchMaxWait(10*time.Millisecond))
 		if err != nil {
 			return Result{}, err
 		}
@@ -436,6 +440,9 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 				pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 				fs := cl.PollFetches(pctx)
 				cancel()
+				// Receive time: the broker answers a waiting fetch as soon as
+				// a record is appended, so this is the append time plus the
+				// fetch's trip back.
 				now := time.Now()
 				fs.EachRecord(func(rec *kgo.Record) {
 					for _, h := range rec.Headers {
@@ -509,8 +516,8 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 	})
 	close(stopConsumer)
 	<-consumerDone
-	// Some events reach the consumer before the writer sees its COMMIT
-	// return; they count with their (tiny or negative) latency, floored at 0.
+	// Some events reach Kafka before the writer sees its COMMIT return; they
+	// count with their (tiny or negative) latency, floored at 0.
 	commits.Range(func(k, v any) bool {
 		if a, ok := arrivals.Load(k); ok {
 			latencies = append(latencies, max(a.(time.Time).Sub(v.(time.Time)), 0))
