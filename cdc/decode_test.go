@@ -147,3 +147,38 @@ func FuzzDecoder(f *testing.F) {
 		_, _, _ = d.decode(data) // must not panic
 	})
 }
+
+// eventsInsert is an outbox row as pgoutput sends it: 7 binary columns,
+// a ~500-byte jsonb payload.
+func eventsInsert() (rel, ins []byte) {
+	rel = msg(byte('R'), uint32(1), "outbox", "events", byte('d'), uint16(7),
+		byte(1), "id", uint32(2950), uint32(0xffffffff), byte(0), "topic", uint32(25), uint32(0xffffffff),
+		byte(0), "key", uint32(25), uint32(0xffffffff), byte(0), "payload", uint32(3802), uint32(0xffffffff),
+		byte(0), "headers", uint32(3802), uint32(0xffffffff), byte(0), "event_type", uint32(25), uint32(0xffffffff),
+		byte(0), "created_at", uint32(1184), uint32(0xffffffff))
+	payload := append([]byte{1}, []byte(`{"order_id": 123456, "customer": "customer-456", "note": "`+strings.Repeat("x", 420)+`"}`)...)
+	ins = msg(byte('I'), uint32(1), byte('N'), uint16(7),
+		byte('b'), uint32(16), []byte("0123456789abcdef"),
+		byte('b'), uint32(6), []byte("orders"),
+		byte('b'), uint32(12), []byte("customer-456"),
+		byte('b'), uint32(len(payload)), payload,
+		byte('n'),
+		byte('b'), uint32(13), []byte("order.created"),
+		byte('b'), uint32(8), uint64(800000000000000))
+	return rel, ins
+}
+
+func BenchmarkDecodeInsert(b *testing.B) {
+	rel, ins := eventsInsert()
+	d := newDecoder()
+	if _, _, err := d.decode(rel); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(ins)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := d.decode(ins); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -69,7 +69,15 @@ func main() {
 	flag.DurationVar(&o.steady, "steady-duration", 10*time.Second, "length of each steady-state run")
 	flag.Func("relay-arg", "an extra argument for every relay started (repeatable), such as --debug-addr=127.0.0.1:6060",
 		func(v string) error { o.relayArgs = append(o.relayArgs, v); return nil })
+	chartFrom := flag.String("chart-from", "", "only redraw latency.svg (in --out) from this results.json")
 	flag.Parse()
+	if *chartFrom != "" {
+		if err := redraw(*chartFrom, o.outDir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -629,4 +637,19 @@ func (b *bench) write() error {
 func numCPU() int {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	return strings.Count(string(b), "processor\t:")
+}
+
+// redraw renders latency.svg from a results.json written earlier.
+func redraw(path, outDir string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Results []Result `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return os.WriteFile(filepath.Join(outDir, "latency.svg"), latencySVG(doc.Results), 0o644)
 }

@@ -17,7 +17,7 @@ func latencySVG(res []Result) []byte {
 		}
 	}
 	const (
-		left, top, plotH, groupW, barW = 70.0, 40.0, 300.0, 120.0, 22.0
+		left, top, plotH, groupW, barW = 70.0, 40.0, 300.0, 150.0, 24.0
 		minLog, maxLog                 = -1.0, 5.0 // 0.1 ms to 100 s
 	)
 	width := left + groupW*float64(max(len(rows), 1)) + 150
@@ -46,7 +46,7 @@ func latencySVG(res []Result) []byte {
 				x, y(v), barW, top+plotH-y(v), colors[j], r.Phase, names[j], v)
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", x0+2*(barW+2), top+plotH+18, r.Phase)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">p50 %.1f · p99 %.1f</text>`+"\n",
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">p50 %.1f, p99 %.0f ms</text>`+"\n",
 			x0+2*(barW+2), top+plotH+34, r.P50ms, r.P99ms)
 	}
 	for j, n := range names {
