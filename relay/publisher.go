@@ -76,7 +76,7 @@ func (p *Publisher) use(producer sarama.AsyncProducer) {
 func (p *Publisher) Available() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.state == breakerClosed && len(p.resend) == 0
+	return p.state == breakerClosed && len(p.resend) == 0 && !p.recovering
 }
 
 // send hands e to Kafka, first resending (in order) whatever an outage sent
@@ -100,10 +100,11 @@ func (p *Publisher) send(ctx context.Context, e *event) error {
 	return nil
 }
 
-// waitClosed waits, with p.mu held, until the breaker is closed and nothing
-// is waiting to be resent, or ctx ends.
+// waitClosed waits, with p.mu held, until the breaker is closed and no
+// recovery is under way (so nothing new overtakes a resent message), or ctx
+// ends.
 func (p *Publisher) waitClosed(ctx context.Context) error {
-	if p.state == breakerClosed && len(p.resend) == 0 {
+	if p.state == breakerClosed && len(p.resend) == 0 && !p.recovering {
 		return nil
 	}
 	stop := context.AfterFunc(ctx, func() {
@@ -112,7 +113,7 @@ func (p *Publisher) waitClosed(ctx context.Context) error {
 		p.mu.Unlock()
 	})
 	defer stop()
-	for (p.state != breakerClosed || len(p.resend) > 0) && ctx.Err() == nil {
+	for (p.state != breakerClosed || len(p.resend) > 0 || p.recovering) && ctx.Err() == nil {
 		p.cond.Wait()
 	}
 	return ctx.Err()
