@@ -127,7 +127,10 @@ type Relay struct {
 	cfg  Config
 	log  *zap.Logger
 	pool *pgxpool.Pool
-	pub  *Publisher
+	// statusPool writes stream status rows with synchronous_commit off; the
+	// stream waits for the WAL flush itself before it confirms the slot.
+	statusPool *pgxpool.Pool
+	pub        *Publisher
 
 	kafkaClient sarama.Client // metadata lookups for the publisher
 
@@ -184,7 +187,18 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--database-url: %w", err)
 	}
-	return &Relay{cfg: cfg, log: cfg.Logger, pool: pool}, nil
+	sc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("--database-url: %w", err)
+	}
+	sc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	sc.MaxConns = 2
+	statusPool, err := pgxpool.NewWithConfig(context.Background(), sc)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("--database-url: %w", err)
+	}
+	return &Relay{cfg: cfg, log: cfg.Logger, pool: pool, statusPool: statusPool}, nil
 }
 
 // Run relays until ctx ends, then drains what is in flight, records its
@@ -193,6 +207,7 @@ func New(cfg Config) (*Relay, error) {
 // retrying cannot fix are returned.
 func (r *Relay) Run(ctx context.Context) error {
 	defer r.pool.Close()
+	defer r.statusPool.Close()
 	if err := r.connectKafka(ctx); err != nil {
 		return err
 	}

@@ -64,8 +64,10 @@ type session struct {
 
 	toProduce chan *batch
 	toWrite   chan *batch
+	toFlush   chan flushMark
 	produced  chan struct{}
 	written   chan struct{}
+	durable   chan struct{}
 }
 
 func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
@@ -93,8 +95,10 @@ func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 		layouts:   map[*cdc.Relation]*layout{},
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
+		toFlush:   make(chan flushMark, r.cfg.MaxInFlight),
 		produced:  make(chan struct{}),
 		written:   make(chan struct{}),
+		durable:   make(chan struct{}),
 	}
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
@@ -106,6 +110,7 @@ func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 	}()
 	go s.produce()
 	go s.write()
+	go s.flushed()
 
 	consumeErr := s.consume(changes)
 	if consumeErr != nil {
@@ -118,6 +123,8 @@ func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 	close(s.toWrite)
 	<-s.produced
 	<-s.written
+	close(s.toFlush)
+	<-s.durable
 	err = errors.Join(consumeErr, <-recvErr)
 	if hard.Err() != nil {
 		r.log.Warn("shutdown timeout: gave up on events still in flight; they will be replayed",
@@ -243,7 +250,7 @@ func (s *session) writeStatuses(rows *statusRows) error {
 		wait := time.Millisecond
 		for {
 			onlyExisting := time.Now().After(deadline)
-			err := rows.write(ctx, s.r.pool, onlyExisting)
+			err := rows.write(ctx, s.r.statusPool, onlyExisting)
 			if onlyExisting && err == nil {
 				s.r.log.Warn("events were deleted before their delivery status could be recorded; statuses written for the rest",
 					zap.Int("batch", len(rows.ids)))
@@ -314,9 +321,52 @@ func (s *session) write() {
 		if err := s.writeStatuses(rows); err != nil {
 			return
 		}
+		// The rows are written: the events may leave memory. They count as
+		// durable after the next barrier (flushed).
 		for _, g := range group {
 			s.win.release(len(g.events), g.bytes)
 		}
-		s.tr.madeDurable(group[len(group)-1].lastSeq)
+		select {
+		case s.toFlush <- flushMark{lastSeq: group[len(group)-1].lastSeq}:
+		case <-s.hard.Done():
+			return
+		}
+	}
+}
+
+// flushMark is a group of status rows, committed but perhaps not on disk.
+type flushMark struct {
+	lastSeq uint64
+}
+
+// flushed tells the tracker about status rows once they are on disk. Status
+// statements commit without waiting for their own WAL flush; this takes
+// every group committed so far and runs one synchronous commit after them
+// (the barrier): when it returns, the WAL is on disk past all of them. One
+// flush so serves many statements, as a group commit does, and the slot
+// still never moves past a status row that is not durable.
+func (s *session) flushed() {
+	defer close(s.durable)
+	for m := range s.toFlush {
+		last := m.lastSeq
+	more:
+		for {
+			select {
+			case n, ok := <-s.toFlush:
+				if !ok {
+					break more
+				}
+				last = n.lastSeq
+			default:
+				break more
+			}
+		}
+		if err := retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
+			_, err := s.r.pool.Exec(ctx, barrierSQL)
+			return err
+		}); err != nil {
+			return
+		}
+		s.tr.madeDurable(last)
 	}
 }

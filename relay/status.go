@@ -138,3 +138,8 @@ func markExisting(ctx context.Context, pool *pgxpool.Pool, b *batch, ids [][16]b
 	}
 	return nil
 }
+
+// barrierSQL is a synchronous commit (txid_current() makes the transaction
+// write a commit record): when it returns, every transaction committed
+// before it is on disk, whatever its synchronous_commit.
+const barrierSQL = `SELECT txid_current()`
