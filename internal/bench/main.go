@@ -231,6 +231,22 @@ func (b *bench) slotConfirmed(ctx context.Context, slot string) (pglogrepl.LSN, 
 	return pglogrepl.ParseLSN(*s)
 }
 
+// untilConfirmed waits until the relay has confirmed slot past end (every
+// status row written), stops it, and returns the seconds since t0 and the
+// relay's peak RSS and CPU seconds.
+func (b *bench) untilConfirmed(ctx context.Context, r *relay, slot string, end pglogrepl.LSN, t0 time.Time, timeout time.Duration) (secs, rss, cpu float64, err error) {
+	err = waitFor(ctx, timeout, "the relay to confirm "+slot, func() (bool, error) {
+		l, err := b.slotConfirmed(ctx, slot)
+		return l >= end, err
+	})
+	secs = time.Since(t0).Seconds()
+	rss, cpu = r.usage()
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	return secs, rss, cpu, err
+}
+
 func (b *bench) sent(ctx context.Context) (int, error) {
 	var n int
 	err := b.pool.QueryRow(ctx, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`).Scan(&n)
@@ -278,15 +294,7 @@ func (b *bench) drains(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = waitFor(ctx, 10*time.Minute, "the relay to confirm the slot", func() (bool, error) {
-		l, err := b.slotConfirmed(ctx, "bench_relay")
-		return l >= end, err
-	})
-	secs := time.Since(t0).Seconds()
-	rss, cpu := r.usage()
-	if stopErr := r.stop(); err == nil {
-		err = stopErr
-	}
+	secs, rss, cpu, err := b.untilConfirmed(ctx, r, "bench_relay", end, t0, 10*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -572,15 +580,7 @@ func (b *bench) bigTransaction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = waitFor(ctx, 30*time.Minute, "the relay to confirm the big transaction", func() (bool, error) {
-		l, err := b.slotConfirmed(ctx, "bench_big")
-		return l >= end, err
-	})
-	secs := time.Since(t0).Seconds()
-	rss, cpu := r.usage()
-	if stopErr := r.stop(); err == nil {
-		err = stopErr
-	}
+	secs, rss, cpu, err := b.untilConfirmed(ctx, r, "bench_big", end, t0, 30*time.Minute)
 	if err != nil {
 		return err
 	}
