@@ -308,10 +308,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// outage logs a dependency going down once, and its recovery once.
+// outage logs a dependency going down once, and its recovery once. A
+// session's stages share one, so it is safe for concurrent use.
 type outage struct {
 	log   *zap.Logger
 	what  string
+	mu    sync.Mutex
 	down  bool
 	since time.Time
 }
@@ -319,6 +321,8 @@ type outage struct {
 func newOutage(log *zap.Logger, what string) *outage { return &outage{log: log, what: what} }
 
 func (o *outage) failed(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.down {
 		o.log.Debug(o.what+" still unavailable", zap.Error(err))
 		return
@@ -328,6 +332,8 @@ func (o *outage) failed(err error) {
 }
 
 func (o *outage) ok() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.down {
 		o.down = false
 		o.log.Info(o.what+" recovered", zap.Duration("outage", time.Since(o.since).Round(time.Millisecond)))
