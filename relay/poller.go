@@ -319,16 +319,8 @@ func (p *Poller) deliver(ctx context.Context) (int, error) {
 		}
 	}
 	b.pending.Store(int32(len(b.events)) + 1)
-	for i := range b.events {
-		e := &b.events[i]
-		if e.invalid != "" {
-			e.res = result{status: StatusFailed, reason: ReasonInvalidEvent, lastError: e.invalid}
-			b.complete()
-			continue
-		}
-		if err := p.r.pub.send(ctx, e); err != nil {
-			return len(b.events), nil // stopping: the rows are handed back
-		}
+	if err := p.r.publishBatch(ctx, b); err != nil {
+		return len(b.events), nil // stopping: the rows are handed back
 	}
 	b.complete()
 	select {

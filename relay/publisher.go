@@ -79,6 +79,29 @@ func (p *Publisher) Available() bool {
 	return p.state == breakerClosed && len(p.resend) == 0 && !p.recovering
 }
 
+// publishBatch hands b's events to Kafka in order: events that already have
+// a status row are skipped, rows that cannot be messages get FAILED with
+// INVALID_EVENT, the rest are sent. Each outcome completes one of b's
+// pending counts. It returns ctx's error when it stops early.
+func (r *Relay) publishBatch(ctx context.Context, b *batch) error {
+	for i := range b.events {
+		e := &b.events[i]
+		switch {
+		case e.skip:
+			b.complete()
+		case e.invalid != "":
+			e.res = result{status: StatusFailed, reason: ReasonInvalidEvent, lastError: e.invalid}
+			r.log.Warn("invalid event", zap.String("event_id", string(formatUUID(e.id))), zap.String("error", e.invalid))
+			b.complete()
+		default:
+			if err := r.pub.send(ctx, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // send hands e to Kafka, first resending (in order) whatever an outage sent
 // back. It blocks while the cluster is unavailable and returns ctx.Err() when
 // ctx ends first; the outcome reaches e.batch.

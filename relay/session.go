@@ -217,19 +217,8 @@ func (s *session) produce() {
 				return markExisting(ctx, s.r.pool, b, ids)
 			})
 		}
-		for i := range b.events {
-			e := &b.events[i]
-			switch {
-			case err != nil: // giving up: the outcome will never be written
-			case e.skip:
-				b.complete()
-			case e.invalid != "":
-				e.res = result{status: StatusFailed, reason: ReasonInvalidEvent, lastError: e.invalid}
-				s.r.log.Warn("invalid event", zap.String("event_id", string(formatUUID(e.id))), zap.String("error", e.invalid))
-				b.complete()
-			default:
-				err = s.r.pub.send(s.hard, e)
-			}
+		if err == nil { // otherwise giving up: the outcomes will never be written
+			_ = s.r.publishBatch(s.hard, b)
 		}
 		b.complete()
 	}
