@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -20,10 +21,6 @@ const (
 	breakerOpen                         // cluster unavailable: nothing is sent
 	breakerHalfOpen                     // one probe message is out
 )
-
-func (s breakerState) String() string {
-	return [...]string{"closed", "open", "half-open"}[s]
-}
 
 // Publisher sends events through an idempotent, acks=all async producer and
 // keeps cluster outages away from the events: an "unavailable" error opens a
@@ -102,9 +99,9 @@ func (r *Relay) publishBatch(ctx context.Context, b *batch) error {
 	return nil
 }
 
-// send hands e to Kafka, first resending (in order) whatever an outage sent
-// back. It blocks while the cluster is unavailable and returns ctx.Err() when
-// ctx ends first; the outcome reaches e.batch.
+// send hands e to Kafka. It waits while the breaker is open or a recovery is
+// resending what an outage sent back, so e never overtakes those, and
+// returns ctx.Err() when ctx ends first. The outcome reaches e.batch.
 func (p *Publisher) send(ctx context.Context, e *event) error {
 	if reason, err := p.topics.check(e.msg.Topic); err != nil {
 		e.res = result{status: StatusFailed, attempts: 1, reason: reason, lastError: err.Error()}
@@ -207,7 +204,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 		}
 		p.state = breakerHalfOpen
 		p.log.Info("kafka circuit breaker half-open: sending one probe message", zap.Duration("after", d))
-		slices.SortFunc(p.resend, func(a, b *event) int { return cmpSeq(a.seq, b.seq) })
+		slices.SortFunc(p.resend, func(a, b *event) int { return cmp.Compare(a.seq, b.seq) })
 		probe := p.resend[0]
 		p.resend = p.resend[1:]
 		p.inFlight++
@@ -226,7 +223,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 	// message to be tried alone goes with nothing else in flight.
 	batch := p.resend
 	p.resend = nil
-	slices.SortStableFunc(batch, func(a, b *event) int { return cmpSeq(a.seq, b.seq) })
+	slices.SortStableFunc(batch, func(a, b *event) int { return cmp.Compare(a.seq, b.seq) })
 	in := p.producer.Input()
 	for _, e := range batch {
 		if e.alone {
@@ -246,16 +243,6 @@ func (p *Publisher) recover(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func cmpSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // waitIdle waits, with p.mu held, until nothing is in flight.
@@ -331,10 +318,7 @@ func (p *Publisher) returned(e *event, unavailable error) {
 			p.log.Info("kafka still unavailable: circuit breaker open again", zap.Error(unavailable))
 		}
 		p.state = breakerOpen
-		if !p.recovering {
-			p.recovering = true
-			go p.recoverLoop()
-		}
+		p.startRecovery()
 	} else if p.state == breakerHalfOpen {
 		p.close("probe delivered")
 	}
@@ -352,11 +336,16 @@ func (p *Publisher) resendAlone(e *event) {
 	p.inFlight--
 	e.alone = true
 	p.resend = append(p.resend, e)
+	p.startRecovery()
+	p.cond.Broadcast()
+}
+
+// startRecovery starts recoverLoop unless one runs. Called with p.mu held.
+func (p *Publisher) startRecovery() {
 	if !p.recovering {
 		p.recovering = true
 		go p.recoverLoop()
 	}
-	p.cond.Broadcast()
 }
 
 // Close shuts the producer down and waits for its last outcomes.
@@ -401,9 +390,6 @@ type badTopic struct {
 // event can be delivered to, or a nil error. Unavailability is not decided
 // here: the send finds it.
 func (c *topicChecker) check(topic string) (string, error) {
-	if c.lookup == nil {
-		return "", nil
-	}
 	c.mu.Lock()
 	b, ok := c.bad[topic]
 	c.mu.Unlock()
@@ -416,9 +402,6 @@ func (c *topicChecker) check(topic string) (string, error) {
 // refresh looks the topic up again, whatever is remembered: an operator's
 // resend after fixing the cause must not meet the old answer.
 func (c *topicChecker) refresh(topic string) (string, error) {
-	if c.lookup == nil {
-		return "", nil
-	}
 	_, err := c.lookup(topic)
 	if err == nil {
 		c.mu.Lock()
