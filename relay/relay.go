@@ -183,16 +183,17 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	pool, err := pgxpool.New(context.Background(), cfg.DatabaseURL)
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("--database-url: %w", err)
 	}
-	sc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("--database-url: %w", err)
-	}
+	sc := pc.Copy()
 	sc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	sc.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("--database-url: %w", err)
+	}
 	statusPool, err := pgxpool.NewWithConfig(context.Background(), sc)
 	if err != nil {
 		pool.Close()

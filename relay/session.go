@@ -44,7 +44,9 @@ func (b *batch) complete() {
 //	Receive (cdc) → consume: decode rows, cut batches, bound the window
 //	             → produce:  skip rows that have a status, hand the rest to Kafka
 //	             → write:    one status statement per group of finished batches,
-//	                         in order; then the tracker may confirm the slot.
+//	                         in order, committed without waiting for the flush
+//	             → flushed:  one synchronous barrier commit for all written so
+//	                         far; then the tracker may confirm the slot.
 type session struct {
 	r      *Relay
 	tr     *tracker
@@ -64,7 +66,7 @@ type session struct {
 
 	toProduce chan *batch
 	toWrite   chan *batch
-	toFlush   chan flushMark
+	toFlush   chan uint64 // last seq of each written status group, in order
 	produced  chan struct{}
 	written   chan struct{}
 	durable   chan struct{}
@@ -95,7 +97,7 @@ func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 		layouts:   map[*cdc.Relation]*layout{},
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
-		toFlush:   make(chan flushMark, r.cfg.MaxInFlight),
+		toFlush:   make(chan uint64, r.cfg.MaxInFlight),
 		produced:  make(chan struct{}),
 		written:   make(chan struct{}),
 		durable:   make(chan struct{}),
@@ -316,16 +318,11 @@ func (s *session) write() {
 			s.win.release(len(g.events), g.bytes)
 		}
 		select {
-		case s.toFlush <- flushMark{lastSeq: group[len(group)-1].lastSeq}:
+		case s.toFlush <- group[len(group)-1].lastSeq:
 		case <-s.hard.Done():
 			return
 		}
 	}
-}
-
-// flushMark is a group of status rows, committed but perhaps not on disk.
-type flushMark struct {
-	lastSeq uint64
 }
 
 // flushed tells the tracker about status rows once they are on disk. Status
@@ -336,8 +333,7 @@ type flushMark struct {
 // still never moves past a status row that is not durable.
 func (s *session) flushed() {
 	defer close(s.durable)
-	for m := range s.toFlush {
-		last := m.lastSeq
+	for last := range s.toFlush {
 	more:
 		for {
 			select {
@@ -345,7 +341,7 @@ func (s *session) flushed() {
 				if !ok {
 					break more
 				}
-				last = n.lastSeq
+				last = n
 			default:
 				break more
 			}
