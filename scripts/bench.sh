@@ -14,7 +14,7 @@ source scripts/lib.sh
 WORK=$(mktemp -d /tmp/outbox-bench.XXXXXX)
 KAFKA_PID=""
 cleanup() {
-  [ -n "$KAFKA_PID" ] && kill -TERM "$KAFKA_PID" 2>/dev/null && wait "$KAFKA_PID" 2>/dev/null || true
+  stop_pid "$KAFKA_PID"
   pg_stop
   rm -rf "$WORK"
 }
@@ -26,10 +26,7 @@ go build -o "$WORK/kafka-dev" ./cmd/kafka-dev
 go build -o "$WORK/bench" ./internal/bench
 
 pg_start
-KAFKA_PORT=$(free_port)
-"$WORK/kafka-dev" serve --port "$KAFKA_PORT" --topics bench:3 2>"$WORK/kafka.log" &
-KAFKA_PID=$!
-wait_for "kafka-dev" 20 bash -c "echo >/dev/tcp/127.0.0.1/$KAFKA_PORT"
+kafka_dev_start "$WORK/kafka-dev" bench:3 "$WORK/kafka.log"
 "$WORK/outbox-relay" migrate --database-url "$DATABASE_URL" >/dev/null
 
 log "running the benchmark (several minutes)"

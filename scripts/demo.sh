@@ -10,8 +10,8 @@ source scripts/lib.sh
 WORK=$(mktemp -d /tmp/outbox-demo.XXXXXX)
 RELAY_PID=""; KAFKA_PID=""
 cleanup() {
-  [ -n "$RELAY_PID" ] && kill -TERM "$RELAY_PID" 2>/dev/null && wait "$RELAY_PID" 2>/dev/null || true
-  [ -n "$KAFKA_PID" ] && kill -TERM "$KAFKA_PID" 2>/dev/null && wait "$KAFKA_PID" 2>/dev/null || true
+  stop_pid "$RELAY_PID"
+  stop_pid "$KAFKA_PID"
   pg_stop
   rm -rf "$WORK"
 }
@@ -22,11 +22,8 @@ go build -o "$WORK/outbox-relay" ./cmd/outbox-relay
 go build -o "$WORK/kafka-dev" ./cmd/kafka-dev
 
 pg_start
-KAFKA_PORT=$(free_port)
-log "starting the DEVELOPMENT Kafka broker on 127.0.0.1:$KAFKA_PORT (topics orders, payments)"
-"$WORK/kafka-dev" serve --port "$KAFKA_PORT" --topics orders:3,payments:1 2>"$WORK/kafka.log" &
-KAFKA_PID=$!
-wait_for "kafka-dev" 20 bash -c "echo >/dev/tcp/127.0.0.1/$KAFKA_PORT"
+kafka_dev_start "$WORK/kafka-dev" orders:3,payments:1 "$WORK/kafka.log"
+log "started the DEVELOPMENT Kafka broker on 127.0.0.1:$KAFKA_PORT (topics orders, payments)"
 
 export OUTBOX_DATABASE_URL="$DATABASE_URL"
 export OUTBOX_KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT"

@@ -88,3 +88,17 @@ wait_for() {
     sleep 0.2
   done
 }
+
+# stop_pid PID: SIGTERM and wait, if PID is set and running.
+stop_pid() {
+  [ -n "${1:-}" ] && kill -TERM "$1" 2>/dev/null && wait "$1" 2>/dev/null || true
+}
+
+# kafka_dev_start BIN TOPICS LOG: starts the development broker (cmd/kafka-dev)
+# on a free loopback port and waits for it; sets KAFKA_PORT and KAFKA_PID.
+kafka_dev_start() {
+  KAFKA_PORT=$(free_port)
+  "$1" serve --port "$KAFKA_PORT" --topics "$2" 2>"$3" &
+  KAFKA_PID=$!
+  wait_for "kafka-dev" 20 bash -c "echo >/dev/tcp/127.0.0.1/$KAFKA_PORT"
+}
