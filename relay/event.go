@@ -136,11 +136,13 @@ func (l *layout) build(m *sarama.ProducerMessage, values [][]byte, id [16]byte, 
 	}
 	m.Value = sarama.ByteEncoder(payload)
 
-	m.Headers = make([]sarama.RecordHeader, 0, 2)
 	if l.headers >= 0 && values[l.headers] != nil {
+		// userHeaders leaves room for the relay's two.
 		if m.Headers, err = l.userHeaders(values[l.headers], l.rel.Columns[l.headers].TypeOID); err != nil {
 			return err
 		}
+	} else {
+		m.Headers = make([]sarama.RecordHeader, 0, 2)
 	}
 	m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(HeaderEventID), Value: formatUUID(id)})
 	if l.eventType >= 0 && values[l.eventType] != nil {
