@@ -23,6 +23,7 @@ const (
 	StuckThresholdDefault = 5 * time.Minute
 	GapGraceDefault       = 5 * time.Minute
 	GapLookbackDefault    = 24 * time.Hour
+	GapRecheckDefault     = 30 * time.Second
 	GapMaxSlotLagDefault  = 64 << 20
 )
 
@@ -37,6 +38,12 @@ type PollerConfig struct {
 	// GapGrace: events younger than this are left to the stream; older ones
 	// without a status row are delivered by the gap sweep. -1 means 0.
 	GapGrace time.Duration
+	// GapRecheck: when it is longer than GapGrace (poll mode), a second,
+	// slower pass of the gap sweep trails this far behind now, for events
+	// whose created_at is older than their commit by more than the first
+	// pass allows for (10 ms): a transaction stalled between taking its
+	// start time and reporting it, or an application setting created_at.
+	GapRecheck time.Duration
 	// GapLookback is how far back the first sweep after start looks.
 	GapLookback time.Duration
 	// GapMaxSlotLag pauses the sweep (stream mode) while the slot is more
@@ -55,6 +62,7 @@ func (c PollerConfig) withDefaults() PollerConfig {
 		c.GapGrace = 0
 	}
 	c.GapLookback = cmp.Or(c.GapLookback, GapLookbackDefault)
+	c.GapRecheck = cmp.Or(c.GapRecheck, GapRecheckDefault)
 	c.GapMaxSlotLag = cmp.Or(c.GapMaxSlotLag, GapMaxSlotLagDefault)
 	if c.InstanceID == "" {
 		host, _ := os.Hostname()
@@ -69,6 +77,8 @@ func (c PollerConfig) validate() error {
 		return errors.New("--poll-interval must be at least 1ms")
 	case c.BatchSize < 1:
 		return errors.New("--poll-batch-size must be at least 1")
+	case c.GapRecheck < 0:
+		return errors.New("--gap-recheck must not be negative")
 	case c.StuckThreshold < time.Second:
 		return errors.New("--stuck-threshold must be at least 1s")
 	}
@@ -137,24 +147,35 @@ FROM stuck
 WHERE d.event_id = stuck.event_id
 RETURNING d.event_id::text, d.status, d.last_error`
 
-// sweepSQL gives a PENDING row to committed events that have none, walking
-// events by created_at from the cursor ($1) up to a horizon: the grace
-// window ($2 ms) ago, and never past the start of the oldest transaction
-// open in this database. created_at defaults to now(), the transaction's
-// start, so an open transaction (even one that has not written yet) may
-// still commit events older than anything swept so far. 10 ms cover the gap
-// between a transaction taking its start time and reporting it.
-const sweepSQL = `
-WITH horizon AS (
-    SELECT least(now() - $2 * interval '1 millisecond',
-                 coalesce((SELECT min(xact_start) FROM pg_stat_activity
+// horizonSQL is how far the gap sweep may walk: the grace window ($1 ms)
+// ago, and never past the start of the oldest transaction open in this
+// database. created_at defaults to now(), the transaction's start, so an open
+// transaction (even one that has not written yet) may still commit events
+// older than anything swept so far. 10 ms cover the gap between a
+// transaction taking its start time and reporting it. The second column is
+// the same with the recheck delay ($2 ms) instead of the grace.
+//
+// It must run in its own statement, before the sweep's: a sweep that read
+// pg_stat_activity after taking its snapshot could miss a transaction that
+// committed in between (gone from pg_stat_activity, invisible to the
+// snapshot) and walk past its events for good.
+const horizonSQL = `
+WITH open AS (
+    SELECT least(coalesce((SELECT min(xact_start) FROM pg_stat_activity
                            WHERE xact_start IS NOT NULL AND backend_type = 'client backend'
                              AND datname = current_database() AND pid <> pg_backend_pid()), 'infinity'),
-                 coalesce((SELECT min(prepared) FROM pg_prepared_xacts), 'infinity'))
-           - interval '10 milliseconds' AS upper
-), found AS (
-    SELECT e.id, e.created_at, e.max_attempts FROM outbox.events e, horizon h
-    WHERE e.created_at >= $1 AND e.created_at < h.upper
+                 coalesce((SELECT min(prepared) FROM pg_prepared_xacts), 'infinity')) AS oldest
+)
+SELECT least(now() - $1 * interval '1 millisecond', oldest) - interval '10 milliseconds',
+       least(now() - $2 * interval '1 millisecond', oldest) - interval '10 milliseconds'
+FROM open`
+
+// sweepSQL gives a PENDING row to committed events that have none, walking
+// events by created_at from a cursor ($1) up to a horizon ($2, horizonSQL).
+const sweepSQL = `
+WITH found AS (
+    SELECT e.id, e.created_at, e.max_attempts FROM outbox.events e
+    WHERE e.created_at >= $1 AND e.created_at < $2
       AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.event_id = e.id)
     ORDER BY e.created_at
     LIMIT $3
@@ -164,8 +185,7 @@ WITH horizon AS (
     ON CONFLICT (event_id) DO NOTHING
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM found), (SELECT max(created_at) FROM found),
-       (SELECT upper FROM horizon), (SELECT count(*) FROM ins)`
+SELECT (SELECT count(*) FROM found), (SELECT max(created_at) FROM found), (SELECT count(*) FROM ins)`
 
 // slotLagSQL is how many bytes of WAL the stream's slot has not confirmed.
 const slotLagSQL = `
@@ -177,13 +197,16 @@ FROM pg_replication_slots WHERE slot_name = $1`
 // stream never did (the gap sweep). Every relay runs one; --mode=poll runs
 // only it.
 type Poller struct {
-	r       *Relay
-	cfg     PollerConfig
-	log     *zap.Logger
-	slot    string // "" in poll mode: no slot to wait for
-	cursor  time.Time
-	pgDown  *outage
-	blocked bool
+	r      *Relay
+	cfg    PollerConfig
+	log    *zap.Logger
+	slot   string    // "" in poll mode: no slot to wait for
+	cursor time.Time // the gap sweep's
+	// recheck is the recheck pass's cursor (GapRecheck), run at rechecked.
+	recheck   time.Time
+	rechecked time.Time
+	pgDown    *outage
+	blocked   bool
 }
 
 func newPoller(r *Relay, slot string) *Poller {
@@ -201,6 +224,7 @@ func (p *Poller) run(ctx context.Context) {
 		}
 	}()
 	p.cursor = time.Now().Add(-p.cfg.GapLookback)
+	p.recheck = p.cursor
 	for ctx.Err() == nil {
 		busy, err := p.runOnce(ctx)
 		if err != nil {
@@ -274,26 +298,53 @@ func (p *Poller) sweep(ctx context.Context) (int, error) {
 		}
 		p.blocked = false
 	}
-	var found, inserted int
-	var last *time.Time
-	var upper time.Time
-	pol := p.r.cfg.Retry
-	err := p.r.pool.QueryRow(ctx, sweepSQL, p.cursor, p.cfg.GapGrace.Milliseconds(), p.cfg.BatchSize,
-		pol.MaxAttempts, pol.JSON()).Scan(&found, &last, &upper, &inserted)
+	var upper, recheckUpper time.Time
+	err := p.r.pool.QueryRow(ctx, horizonSQL, p.cfg.GapGrace.Milliseconds(), p.cfg.GapRecheck.Milliseconds()).
+		Scan(&upper, &recheckUpper)
 	if err != nil {
-		return 0, fmt.Errorf("gap sweep: %w", err)
+		return 0, fmt.Errorf("gap sweep horizon: %w", err)
 	}
-	switch {
-	case found == p.cfg.BatchSize && last != nil:
-		p.cursor = *last // more to walk: carry on from here
-	case upper.After(p.cursor):
-		p.cursor = upper
+	found, inserted, err := p.sweepRange(ctx, &p.cursor, upper)
+	if err != nil {
+		return 0, err
 	}
 	if inserted > 0 && p.slot != "" {
 		p.log.Warn("gap sweep found committed events the stream never delivered; delivering them",
 			zap.Int("events", inserted), zap.Time("up_to", p.cursor))
 	}
+	if p.cfg.GapRecheck > p.cfg.GapGrace && time.Since(p.rechecked) >= max(p.cfg.Interval, time.Second) {
+		p.rechecked = time.Now()
+		_, late, err := p.sweepRange(ctx, &p.recheck, recheckUpper)
+		if err != nil {
+			return 0, err
+		}
+		if late > 0 {
+			p.log.Warn("gap recheck found events the first pass had walked past (their created_at is older than "+
+				"their commit by more than the sweep allows for); delivering them",
+				zap.Int("events", late), zap.Time("up_to", p.recheck))
+		}
+	}
 	return found, nil
+}
+
+// sweepRange runs the sweep from *cursor up to upper and moves the cursor:
+// to the last event found when the batch was full (more to walk), else to
+// upper. It returns the events found and the PENDING rows it inserted.
+func (p *Poller) sweepRange(ctx context.Context, cursor *time.Time, upper time.Time) (found, inserted int, err error) {
+	var last *time.Time
+	pol := p.r.cfg.Retry
+	err = p.r.pool.QueryRow(ctx, sweepSQL, *cursor, upper, p.cfg.BatchSize, pol.MaxAttempts, pol.JSON()).
+		Scan(&found, &last, &inserted)
+	if err != nil {
+		return 0, 0, fmt.Errorf("gap sweep: %w", err)
+	}
+	switch {
+	case found == p.cfg.BatchSize && last != nil:
+		*cursor = *last
+	case upper.After(*cursor):
+		*cursor = upper
+	}
+	return found, inserted, nil
 }
 
 // deliver claims due rows, publishes them and records the outcomes.

@@ -211,3 +211,24 @@ func TestPoller_SweepNeverPassesATransactionThatHasNotWrittenYet(t *testing.T) {
 	b.waitFor(t, "00000000-0000-0000-0000-0000000000a1", "SENT")
 	b.waitFor(t, "00000000-0000-0000-0000-0000000000a0", "SENT")
 }
+
+func TestPoller_RecheckDeliversEventsCommittedBehindTheSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	cfg := b.config(t)
+	cfg.Mode = relay.ModePoll
+	cfg.Poll.Interval = 10 * time.Millisecond
+	cfg.Poll.GapRecheck = 2 * time.Second
+	b.startPoller(t, cfg)
+
+	// The sweep walks past a moment only once no open transaction can still
+	// commit events stamped with it. An event whose created_at is older than
+	// its commit by more than that allows for (here, set by the application)
+	// lands behind the first pass; the recheck pass, trailing 2 s behind,
+	// delivers it.
+	b.exec(t, `INSERT INTO outbox.events (id, topic, payload) VALUES ('00000000-0000-0000-0000-0000000000b1', 'orders', '{"n": "on time"}')`)
+	b.waitFor(t, "00000000-0000-0000-0000-0000000000b1", "SENT")
+	b.exec(t, `INSERT INTO outbox.events (id, topic, payload, created_at)
+		VALUES ('00000000-0000-0000-0000-0000000000b0', 'orders', '{"n": "late"}', now() - interval '1 second')`)
+	b.waitFor(t, "00000000-0000-0000-0000-0000000000b0", "SENT")
+}

@@ -57,6 +57,7 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.Int(&pc.BatchSize, "poll-batch-size", relay.PollBatchSizeDefault, "poller: rows per claim, recovery or sweep statement")
 	fs.Duration(&pc.StuckThreshold, "stuck-threshold", relay.StuckThresholdDefault, "poller: PROCESSING rows locked longer than this are taken back (an attempt)")
 	fs.Duration(&pc.GapGrace, "gap-grace", 0, "poller: events without a status row older than this are delivered by the gap sweep (default 5m with --mode=stream, 0 with --mode=poll)")
+	fs.Duration(&pc.GapRecheck, "gap-recheck", relay.GapRecheckDefault, "poller: when longer than --gap-grace (poll mode), a second sweep pass trails this far behind, for events whose created_at is older than their commit")
 	fs.Duration(&pc.GapLookback, "gap-lookback", relay.GapLookbackDefault, "poller: how far back the first gap sweep after start looks")
 	fs.String(&pc.InstanceID, "instance-id", "", "poller: name written to locked_by (default host-pid)")
 	rp := &c.Retry
