@@ -314,7 +314,8 @@ func (p *Poller) sweep(ctx context.Context) (int, error) {
 	}
 	if p.cfg.GapRecheck > p.cfg.GapGrace && time.Since(p.rechecked) >= max(p.cfg.Interval, time.Second) {
 		p.rechecked = time.Now()
-		_, late, err := p.sweepRange(ctx, &p.recheck, recheckUpper)
+		// Only ground the first pass has walked: anything ahead is its job.
+		_, late, err := p.sweepRange(ctx, &p.recheck, minTime(recheckUpper, p.cursor))
 		if err != nil {
 			return 0, err
 		}
@@ -325,6 +326,13 @@ func (p *Poller) sweep(ctx context.Context) (int, error) {
 		}
 	}
 	return found, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // sweepRange runs the sweep from *cursor up to upper and moves the cursor:
