@@ -8,10 +8,17 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/rcrowley/go-metrics"
 )
+
+// noSaramaMetrics turns off sarama's metrics (go-metrics meters and
+// histograms updated on every request), which the relay does not expose;
+// sarama documents the switch as process-wide.
+var noSaramaMetrics = sync.OnceFunc(func() { metrics.UseNilMetrics = true })
 
 // Defaults for KafkaConfig.
 const (
@@ -79,6 +86,7 @@ func (k KafkaConfig) Sarama() (*sarama.Config, error) {
 			return nil, fmt.Errorf("--kafka-brokers: %q is not host:port", b)
 		}
 	}
+	noSaramaMetrics()
 	c := sarama.NewConfig()
 	v, err := sarama.ParseKafkaVersion(k.Version)
 	if err != nil {

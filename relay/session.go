@@ -43,10 +43,12 @@ func (b *batch) complete() {
 //
 //	Receive (cdc) → consume: decode rows, cut batches, bound the window
 //	             → produce:  skip rows that have a status, hand the rest to Kafka
-//	             → write:    one status statement per group of finished batches,
-//	                         in order, committed without waiting for the flush
+//	             → write:    one status statement per group of finished batches
+//	                         (lingering StatusLinger for more), in order,
+//	                         committed without waiting for the flush
 //	             → flushed:  one synchronous barrier commit for all written so
-//	                         far; then the tracker may confirm the slot.
+//	                         far, at most every barrierEvery; then the tracker
+//	                         may confirm the slot.
 type session struct {
 	r      *Relay
 	tr     *tracker
@@ -258,10 +260,15 @@ func (s *session) writeStatuses(rows *statusRows) error {
 }
 
 // write records outcomes in order, one statement for as many finished
-// batches as fit in BatchSize rows, then lets the tracker advance.
+// batches as fit in BatchSize rows and finish within StatusLinger of the
+// first, then lets the tracker advance. Lingering costs no latency (the
+// events are on Kafka already) and saves statements when events come one
+// transaction at a time.
 func (s *session) write() {
 	defer close(s.written)
 	rows := &statusRows{policy: s.r.cfg.Retry.JSON()}
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	var group []*batch
 	var next *batch
 	for {
@@ -280,25 +287,31 @@ func (s *session) write() {
 		}
 		group = append(group[:0], b)
 		n := len(b.events)
+		linger.Reset(s.r.cfg.StatusLinger)
 	more:
 		for n < s.r.cfg.BatchSize {
 			select {
 			case nb, ok := <-s.toWrite:
 				if !ok {
-					break more
+					break more // stopping: write what is here now
 				}
 				select {
 				case <-nb.done:
 					group = append(group, nb)
 					n += len(nb.events)
-				default:
+				case <-linger.C:
 					next = nb
 					break more
+				case <-s.hard.Done():
+					return
 				}
-			default:
+			case <-linger.C:
 				break more
+			case <-s.hard.Done():
+				return
 			}
 		}
+		linger.Stop()
 		rows.reset()
 		for _, g := range group {
 			for i := range g.events {
@@ -325,6 +338,10 @@ func (s *session) write() {
 	}
 }
 
+// barrierEvery spaces barriers: the slot's position is reported every
+// StatusInterval at most, so more frequent flushes would buy nothing.
+const barrierEvery = 20 * time.Millisecond
+
 // flushed tells the tracker about status rows once they are on disk. Status
 // statements commit without waiting for their own WAL flush; this takes
 // every group committed so far and runs one synchronous commit after them
@@ -333,6 +350,8 @@ func (s *session) write() {
 // still never moves past a status row that is not durable.
 func (s *session) flushed() {
 	defer close(s.durable)
+	spacing := time.NewTimer(time.Hour)
+	spacing.Stop()
 	for last := range s.toFlush {
 	more:
 		for {
@@ -353,5 +372,11 @@ func (s *session) flushed() {
 			return
 		}
 		s.tr.madeDurable(last)
+		spacing.Reset(barrierEvery)
+		select {
+		case <-spacing.C:
+		case <-s.hard.Done():
+			return
+		}
 	}
 }

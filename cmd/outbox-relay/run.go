@@ -32,6 +32,7 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.String(&c.Slot, "slot", cdc.SlotDefault, "logical replication slot, created if missing")
 	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events, created if missing")
 	fs.Duration(&c.StatusInterval, "status-interval", cdc.StatusIntervalDefault, "how often the slot's confirmed position is reported")
+	fs.Duration(&c.StatusLinger, "status-linger", relay.StatusLingerDefault, "how long delivered events wait for others to share one status statement (Kafka is not delayed; 0: none)")
 	fs.Int(&c.BatchSize, "batch-size", relay.BatchSizeDefault, "events per Kafka hand-off and per status statement")
 	fs.Int(&c.MaxInFlight, "max-in-flight", relay.MaxInFlightDefault, "events read from the slot without a status row yet, at most")
 	fs.Int(&c.MaxInFlightBytes, "max-in-flight-bytes", relay.MaxInFlightBytesDefault, "bytes of such events, at most")
