@@ -90,4 +90,33 @@ func TestMigrations(t *testing.T) {
 			t.Fatal("printed SQL lacks outbox.deliveries")
 		}
 	})
+
+	t.Run("DeletingOrTruncatingEventsRemovesTheirStatusRows", func(t *testing.T) {
+		t.Parallel()
+		pool := pgtest.Pool(t, pgtest.NewDB(t))
+		if _, err := migrations.Up(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		exec := func(sql string) {
+			t.Helper()
+			if _, err := pool.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+		exec(`WITH ev AS (INSERT INTO outbox.events (topic, payload) SELECT 't', jsonb_build_object('n', s)
+		                  FROM generate_series(1, 10) AS s RETURNING id, payload)
+		      INSERT INTO outbox.deliveries (event_id, status) SELECT id, 'SENT' FROM ev`)
+		exec(`DELETE FROM outbox.events WHERE (payload->>'n')::int <= 3`)
+		if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 7 {
+			t.Fatalf("%d status rows after deleting 3 of 10 events, want 7", n)
+		}
+		if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries d
+			WHERE NOT EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = d.event_id)`); n != 0 {
+			t.Fatalf("%d status rows outlived their events", n)
+		}
+		exec(`TRUNCATE outbox.events`)
+		if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 0 {
+			t.Fatalf("%d status rows after TRUNCATE outbox.events, want 0", n)
+		}
+	})
 }

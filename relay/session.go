@@ -234,22 +234,23 @@ const missingEventPatience = 10 * time.Second
 
 // writeStatuses writes rows, retrying while PostgreSQL is unreachable. A
 // walsender sends a commit once it is in the WAL, a moment before other
-// sessions can see it, so the foreign key can briefly fail: that is retried
-// at once and quietly. An event still missing after missingEventPatience was
-// deleted; its status is dropped rather than blocking the stream.
+// sessions can see it, so an event can briefly be invisible and its row left
+// out: the statement is run again (rows already written are left alone)
+// until every event is seen. One still missing after missingEventPatience
+// was deleted; its status is dropped rather than blocking the stream.
 func (s *session) writeStatuses(rows *statusRows) error {
 	deadline := time.Now().Add(missingEventPatience)
 	return retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
 		wait := time.Millisecond
 		for {
-			onlyExisting := time.Now().After(deadline)
-			err := rows.write(ctx, s.r.statusPool, onlyExisting)
-			if onlyExisting && err == nil {
-				s.r.log.Warn("events were deleted before their delivery status could be recorded; statuses written for the rest",
-					zap.Int("batch", len(rows.ids)))
-			}
-			if !isEventMissing(err) {
+			visible, err := rows.write(ctx, s.r.statusPool)
+			if err != nil || visible == len(rows.ids) {
 				return err
+			}
+			if time.Now().After(deadline) {
+				s.r.log.Warn("events were deleted before their delivery status could be recorded; statuses written for the rest",
+					zap.Int("batch", len(rows.ids)), zap.Int("deleted", len(rows.ids)-visible))
+				return nil
 			}
 			if !sleep(ctx, wait) {
 				return ctx.Err()

@@ -2,11 +2,9 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -34,22 +32,30 @@ const (
 // restart, or owned by the poller. The stream publishes none of them.
 const existingSQL = `SELECT event_id FROM outbox.deliveries WHERE event_id = ANY($1::uuid[])`
 
-// insertStatusSQL records a batch of stream outcomes in one statement. A row
-// that appeared meanwhile belongs to whoever wrote it and is left alone. With
-// $8 true, rows of events that no longer exist are left out.
+// insertStatusSQL records a batch of stream outcomes in one statement and
+// returns how many of their events it could see. A row that appeared
+// meanwhile belongs to whoever wrote it and is left alone. A row whose event
+// is not visible is left out: the event was deleted, or (for a moment after
+// a walsender sends a commit) it is not visible to other sessions yet.
 const insertStatusSQL = `
-INSERT INTO outbox.deliveries
-    (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset, sent_at,
-     max_attempts, retry_policy)
-SELECT u.id, u.status, u.attempts, NULLIF(u.last_error, ''), NULLIF(u.reason, ''),
-       now() + u.delay_ms * interval '1 millisecond',
-       NULLIF(u.part, -1), NULLIF(u.off, -1),
-       CASE WHEN u.status = 'SENT' THEN now() END,
-       u.max_attempts, $11::jsonb
-FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[], $9::bigint[], $10::int[])
-     AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts)
-WHERE NOT $8::bool OR EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = u.id)
-ON CONFLICT (event_id) DO NOTHING`
+WITH u AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[],
+                         $8::bigint[], $9::int[])
+           AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts)
+    WHERE EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = u.id)
+), ins AS (
+    INSERT INTO outbox.deliveries
+        (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset,
+         sent_at, max_attempts, retry_policy)
+    SELECT u.id, u.status, u.attempts, NULLIF(u.last_error, ''), NULLIF(u.reason, ''),
+           now() + u.delay_ms * interval '1 millisecond',
+           NULLIF(u.part, -1), NULLIF(u.off, -1),
+           CASE WHEN u.status = 'SENT' THEN now() END,
+           u.max_attempts, $10::jsonb
+    FROM u
+    ON CONFLICT (event_id) DO NOTHING
+)
+SELECT count(*) FROM u`
 
 // statusRows is a batch of outcomes in column form, ready for unnest.
 type statusRows struct {
@@ -90,24 +96,18 @@ func (s *statusRows) add(e *event, maxAttempts int32) {
 	s.maxAttempt = append(s.maxAttempt, maxAttempts)
 }
 
-// write inserts the rows. onlyExisting skips rows whose event is gone.
-func (s *statusRows) write(ctx context.Context, pool *pgxpool.Pool, onlyExisting bool) error {
+// write inserts the rows and returns how many of their events were visible
+// (the others got no row).
+func (s *statusRows) write(ctx context.Context, pool *pgxpool.Pool) (visible int, err error) {
 	if len(s.ids) == 0 {
-		return nil
+		return 0, nil
 	}
-	_, err := pool.Exec(ctx, insertStatusSQL, s.ids, s.statuses, s.attempts, s.lastErrors, s.reasons, s.partitions, s.offsets,
-		onlyExisting, s.delaysMS, s.maxAttempt, s.policy)
+	err = pool.QueryRow(ctx, insertStatusSQL, s.ids, s.statuses, s.attempts, s.lastErrors, s.reasons, s.partitions,
+		s.offsets, s.delaysMS, s.maxAttempt, s.policy).Scan(&visible)
 	if err != nil {
-		return fmt.Errorf("writing %d delivery statuses: %w", len(s.ids), err)
+		return 0, fmt.Errorf("writing %d delivery statuses: %w", len(s.ids), err)
 	}
-	return nil
-}
-
-// isEventMissing reports a foreign key violation: an event the status row
-// refers to is not visible.
-func isEventMissing(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+	return visible, nil
 }
 
 // markExisting sets skip on events of b that already have a status row.
