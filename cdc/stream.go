@@ -145,6 +145,11 @@ func (s *Stream) StartLSN() pglogrepl.LSN { return s.started }
 // Receive, which keeps reporting status while it waits.
 func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner) error {
 	next := time.Now()
+	// One deadline context per status interval, not per message: it ends a
+	// wait for data when the next status report is due.
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	defer func() { cancel() }()
+	var rctxUntil time.Time
 	for {
 		if !time.Now().Before(next) {
 			if err := s.sendStatus(pos, false); err != nil {
@@ -152,9 +157,12 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 			}
 			next = time.Now().Add(s.cfg.StatusInterval)
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
+		if !rctxUntil.Equal(next) {
+			cancel()
+			rctx, cancel = context.WithDeadline(ctx, next)
+			rctxUntil = next
+		}
 		msg, err := s.conn.ReceiveMessage(rctx)
-		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
