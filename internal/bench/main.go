@@ -538,12 +538,22 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 	<-consumerDone
 	// Some events reach Kafka before the writer sees its COMMIT return; they
 	// count with their (tiny or negative) latency, floored at 0.
+	var trace []string
 	commits.Range(func(k, v any) bool {
 		if a, ok := arrivals.Load(k); ok {
-			latencies = append(latencies, max(a.(time.Time).Sub(v.(time.Time)), 0))
+			l := max(a.(time.Time).Sub(v.(time.Time)), 0)
+			latencies = append(latencies, l)
+			if os.Getenv("BENCH_TRACE") != "" {
+				trace = append(trace, fmt.Sprintf("%d,%d", v.(time.Time).Sub(start).Microseconds(), l.Microseconds()))
+			}
 		}
 		return true
 	})
+	if f := os.Getenv("BENCH_TRACE"); f != "" {
+		sort.Strings(trace)
+		traceN++
+		_ = os.WriteFile(fmt.Sprintf("%s-%d-%d.csv", f, traceN, rate), []byte(strings.Join(trace, "\n")), 0o644)
+	}
 	if len(latencies) < total {
 		var sent int
 		_ = b.pool.QueryRow(ctx, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`).Scan(&sent)
@@ -559,6 +569,8 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 	res.RSSMiB, res.CPUSeconds = r.usage()
 	return res, nil
 }
+
+var traceN int
 
 // bigTransaction relays one transaction of many rows and reports peak RSS.
 func (b *bench) bigTransaction(ctx context.Context) error {
