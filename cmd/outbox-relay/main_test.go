@@ -37,6 +37,9 @@ func TestRun_BadConfigurationFailsAtStartNamingTheFlag(t *testing.T) {
 		{"UnknownCompression", []string{"--kafka-compression", "brotli"}, ok, "--kafka-compression"},
 		{"SCRAMNotImplemented", []string{"--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", "u"}, ok, "not implemented"},
 		{"BadLogLevel", []string{"--log-level", "loud"}, ok, "--log-level"},
+		{"NegativeMaxProcs", []string{"--max-procs", "-2"}, ok, "--max-procs"},
+		{"StatusLingerNotUnderInterval", []string{"--status-linger", "2s"}, ok, "--status-linger"},
+		{"NegativeGapRecheck", nil, append([]string{"OUTBOX_GAP_RECHECK", "-1s"}, ok...), "--gap-recheck"},
 		{"BadEnvDuration", nil, append([]string{"OUTBOX_SHUTDOWN_TIMEOUT", "soon"}, ok...), "OUTBOX_SHUTDOWN_TIMEOUT"},
 	}
 	for _, tc := range cases {

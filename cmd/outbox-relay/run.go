@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	_ "net/http/pprof" // served only with --debug-addr
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -69,6 +71,7 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.String(&rp.Jitter, "retry-jitter", retry.JitterDefault, "none, proportional (±10%), full or decorrelated")
 	fs.String(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.String(&o.logFormat, "log-format", "json", "json or console")
+	fs.Int(&o.maxProcs, "max-procs", 0, "OS threads running Go code at once (GOMAXPROCS); 0: Go's default, every CPU the process may use")
 	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles on this address (such as 127.0.0.1:6060); off when empty")
 	if err := fs.Parse(args); err != nil {
 		return c, o, err
@@ -79,6 +82,7 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 // runOpts are the run flags that are not relay configuration.
 type runOpts struct {
 	logLevel, logFormat, debugAddr string
+	maxProcs                       int
 }
 
 func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
@@ -94,6 +98,12 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	cfg.Logger = log
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	switch {
+	case o.maxProcs < 0:
+		return errors.New("--max-procs must not be negative")
+	case o.maxProcs > 0:
+		runtime.GOMAXPROCS(o.maxProcs)
 	}
 	log.Info("starting outbox-relay",
 		zap.String("version", version),
