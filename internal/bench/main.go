@@ -31,6 +31,7 @@ import (
 
 type options struct {
 	dbURL, brokers, relayBin, topic, outDir string
+	trace                                   string
 	events, big, conns                      int
 	relayArgs                               []string
 	rates                                   string
@@ -69,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.steady, "steady-duration", 10*time.Second, "length of each steady-state run")
 	flag.Func("relay-arg", "an extra argument for every relay started (repeatable), such as --debug-addr=127.0.0.1:6060",
 		func(v string) error { o.relayArgs = append(o.relayArgs, v); return nil })
+	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since the phase began, µs to the consumer) to files with this prefix")
 	chartFrom := flag.String("chart-from", "", "only redraw latency.svg (in --out) from this results.json")
 	flag.Parse()
 	if *chartFrom != "" {
@@ -85,9 +87,10 @@ func main() {
 }
 
 type bench struct {
-	o    options
-	pool *pgxpool.Pool
-	res  []Result
+	o      options
+	pool   *pgxpool.Pool
+	res    []Result
+	traced int // latency traces written
 }
 
 func run(ctx context.Context, o options) error {
@@ -544,16 +547,19 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 		if a, ok := arrivals.Load(k); ok {
 			l := max(a.(time.Time).Sub(v.(time.Time)), 0)
 			latencies = append(latencies, l)
-			if os.Getenv("BENCH_TRACE") != "" {
+			if b.o.trace != "" {
 				trace = append(trace, fmt.Sprintf("%d,%d", v.(time.Time).Sub(start).Microseconds(), l.Microseconds()))
 			}
 		}
 		return true
 	})
-	if f := os.Getenv("BENCH_TRACE"); f != "" {
+	if b.o.trace != "" {
 		sort.Strings(trace)
-		traceN++
-		_ = os.WriteFile(fmt.Sprintf("%s-%d-%d.csv", f, traceN, rate), []byte(strings.Join(trace, "\n")), 0o644)
+		b.traced++
+		name := fmt.Sprintf("%s-%d-%s.csv", b.o.trace, b.traced, rateName(rate))
+		if err := os.WriteFile(name, []byte(strings.Join(trace, "\n")), 0o644); err != nil {
+			return Result{}, err
+		}
 	}
 	if len(latencies) < total {
 		var sent int
@@ -570,8 +576,6 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 	res.RSSMiB, res.CPUSeconds = r.usage()
 	return res, nil
 }
-
-var traceN int
 
 // bigTransaction relays one transaction of many rows and reports peak RSS.
 func (b *bench) bigTransaction(ctx context.Context) error {
