@@ -145,11 +145,8 @@ func (s *Stream) StartLSN() pglogrepl.LSN { return s.started }
 // Receive, which keeps reporting status while it waits.
 func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner) error {
 	next := time.Now()
-	// One deadline context per status interval, not per message: it ends a
-	// wait for data when the next status report is due.
-	rctx, cancel := ctx, context.CancelFunc(func() {})
-	defer func() { cancel() }()
-	var rctxUntil time.Time
+	var wait deadline
+	defer wait.stop()
 	for {
 		if !time.Now().Before(next) {
 			if err := s.sendStatus(pos, false); err != nil {
@@ -157,12 +154,7 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 			}
 			next = time.Now().Add(s.cfg.StatusInterval)
 		}
-		if !rctxUntil.Equal(next) {
-			cancel()
-			rctx, cancel = context.WithDeadline(ctx, next)
-			rctxUntil = next
-		}
-		msg, err := s.conn.ReceiveMessage(rctx)
+		msg, err := s.conn.ReceiveMessage(wait.until(ctx, next))
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -216,6 +208,29 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 		case *pgproto3.CopyDone:
 			return fmt.Errorf("slot %q: server ended the replication stream", s.cfg.Slot)
 		}
+	}
+}
+
+// deadline is one context per status interval, not per message: it ends a
+// wait for data when the next status report is due.
+type deadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     time.Time
+}
+
+func (d *deadline) until(parent context.Context, t time.Time) context.Context {
+	if d.ctx == nil || !d.at.Equal(t) {
+		d.stop()
+		d.ctx, d.cancel = context.WithDeadline(parent, t)
+		d.at = t
+	}
+	return d.ctx
+}
+
+func (d *deadline) stop() {
+	if d.cancel != nil {
+		d.cancel()
 	}
 }
 
