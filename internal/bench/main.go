@@ -154,6 +154,28 @@ func (b *bench) insertEvents(ctx context.Context, n, perTxn int) error {
 	return nil
 }
 
+// trimTopic deletes every record of the bench topic, as a real broker's
+// retention would: the development broker keeps records in memory, and
+// gigabytes of earlier phases would slow it (its garbage collector) in the
+// next.
+func (b *bench) trimTopic(ctx context.Context) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.o.brokers))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, b.o.topic)
+	if err != nil {
+		return fmt.Errorf("listing end offsets: %w", err)
+	}
+	res, err := adm.DeleteRecords(ctx, ends.Offsets())
+	if err != nil {
+		return fmt.Errorf("deleting records: %w", err)
+	}
+	return res.Error()
+}
+
 // relay is a running outbox-relay process.
 type relay struct {
 	cmd  *exec.Cmd
@@ -296,6 +318,9 @@ func (b *bench) drains(ctx context.Context) error {
 
 	// 2. Relay drain: from start to the slot confirmed past the last commit,
 	// which happens only once every status row is written.
+	if err := b.trimTopic(ctx); err != nil {
+		return err
+	}
 	fmt.Fprintln(os.Stderr, "relay drain")
 	t0 = time.Now()
 	r, err := b.startRelay("--slot", "bench_relay")
@@ -317,6 +342,9 @@ func (b *bench) drains(ctx context.Context) error {
 	// 3. Poll-only drain of the same events.
 	fmt.Fprintln(os.Stderr, "poll-only drain")
 	if err := b.exec(ctx, `TRUNCATE outbox.deliveries`); err != nil {
+		return err
+	}
+	if err := b.trimTopic(ctx); err != nil {
 		return err
 	}
 	t0 = time.Now()
@@ -362,6 +390,9 @@ func (b *bench) steadyStates(ctx context.Context) error {
 	for _, mode := range []string{"stream", "poll"} {
 		for _, rate := range rates {
 			b.dropSlot(ctx, "bench_steady")
+			if err := b.trimTopic(ctx); err != nil {
+				return err
+			}
 			args := []string{"--slot", "bench_steady"}
 			if mode == "poll" {
 				args = []string{"--mode", "poll"}
@@ -580,6 +611,9 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 // bigTransaction relays one transaction of many rows and reports peak RSS.
 func (b *bench) bigTransaction(ctx context.Context) error {
 	b.dropSlot(ctx, "bench_big")
+	if err := b.trimTopic(ctx); err != nil {
+		return err
+	}
 	r, err := b.startRelay("--slot", "bench_big")
 	if err != nil {
 		return err
