@@ -200,13 +200,13 @@ func New(cfg Config) (*Relay, error) {
 	// outbox.deliveries looked empty scans it whole for every batch (a
 	// 200,000-event backlog took 54 s instead of 7), so the relay's own
 	// queries are planned for the table as it is at each execution. Status
-	// inserts (sc) keep the default: their plan does not depend on it, and
-	// their foreign-key checks would be re-planned for every row.
+	// inserts (sc) have a plan whose shape cannot change (insertStatusSQL).
 	sc := pc.Copy()
 	if _, set := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
 	sc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	sc.ConnConfig.RuntimeParams["enable_seqscan"] = "off" // see insertStatusSQL
 	sc.MaxConns = 2
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {

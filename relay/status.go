@@ -37,12 +37,18 @@ const existingSQL = `SELECT event_id FROM outbox.deliveries WHERE event_id = ANY
 // meanwhile belongs to whoever wrote it and is left alone. A row whose event
 // is not visible is left out: the event was deleted, or (for a moment after
 // a walsender sends a commit) it is not visible to other sessions yet.
+//
+// The existence check is a LATERAL probe per row so that the plan cannot turn
+// around: a semi-join planned while outbox.events looked small walked the
+// whole table once per status row (minutes per statement after a
+// 1,000,000-row transaction). The status pool also disables sequential
+// scans, so the probe is always the primary key.
 const insertStatusSQL = `
 WITH u AS (
-    SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[],
-                         $8::bigint[], $9::int[])
+    SELECT u.* FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[],
+                           $8::bigint[], $9::int[])
            AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts)
-    WHERE EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = u.id)
+    CROSS JOIN LATERAL (SELECT 1 FROM outbox.events e WHERE e.id = u.id LIMIT 1) AS seen
 ), ins AS (
     INSERT INTO outbox.deliveries
         (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset,
