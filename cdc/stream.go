@@ -145,8 +145,6 @@ func (s *Stream) StartLSN() pglogrepl.LSN { return s.started }
 // Receive, which keeps reporting status while it waits.
 func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner) error {
 	next := time.Now()
-	var wait deadline
-	defer wait.stop()
 	for {
 		if !time.Now().Before(next) {
 			if err := s.sendStatus(pos, false); err != nil {
@@ -154,7 +152,9 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 			}
 			next = time.Now().Add(s.cfg.StatusInterval)
 		}
-		msg, err := s.conn.ReceiveMessage(wait.until(ctx, next))
+		rctx, cancel := context.WithDeadline(ctx, next)
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -208,29 +208,6 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 		case *pgproto3.CopyDone:
 			return fmt.Errorf("slot %q: server ended the replication stream", s.cfg.Slot)
 		}
-	}
-}
-
-// deadline is one context per status interval, not per message: it ends a
-// wait for data when the next status report is due.
-type deadline struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	at     time.Time
-}
-
-func (d *deadline) until(parent context.Context, t time.Time) context.Context {
-	if d.ctx == nil || !d.at.Equal(t) {
-		d.stop()
-		d.ctx, d.cancel = context.WithDeadline(parent, t)
-		d.at = t
-	}
-	return d.ctx
-}
-
-func (d *deadline) stop() {
-	if d.cancel != nil {
-		d.cancel()
 	}
 }
 
