@@ -35,7 +35,7 @@ type options struct {
 	events, big, conns                      int
 	relayArgs                               []string
 	rates                                   string
-	steady                                  time.Duration
+	steady, warmup                          time.Duration
 }
 
 // Result is one row of the table.
@@ -68,9 +68,10 @@ func main() {
 	flag.IntVar(&o.conns, "writers", 8, "writer connections in the steady phases")
 	flag.StringVar(&o.rates, "rates", "1000,5000,max", "steady-state writer rates (events/s)")
 	flag.DurationVar(&o.steady, "steady-duration", 10*time.Second, "length of each steady-state run")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "how long each steady-state run writes before it measures (connections, caches and the relay settle); those events are relayed but not counted")
 	flag.Func("relay-arg", "an extra argument for every relay started (repeatable), such as --debug-addr=127.0.0.1:6060",
 		func(v string) error { o.relayArgs = append(o.relayArgs, v); return nil })
-	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since the phase began, µs to the consumer) to files with this prefix")
+	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since measuring began, µs to the consumer) to files with this prefix")
 	chartFrom := flag.String("chart-from", "", "only redraw latency.svg (in --out) from this results.json")
 	flag.Parse()
 	if *chartFrom != "" {
@@ -252,6 +253,15 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 	}
 }
 
+// untilStreaming waits for a walsender in the streaming state.
+func (b *bench) untilStreaming(ctx context.Context, who string) error {
+	return waitFor(ctx, 30*time.Second, who+" to stream", func() (bool, error) {
+		var n int
+		err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n)
+		return n > 0, err
+	})
+}
+
 func (b *bench) slotConfirmed(ctx context.Context, slot string) (pglogrepl.LSN, error) {
 	var s *string
 	err := b.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&s)
@@ -387,6 +397,9 @@ func (b *bench) steadyStates(ctx context.Context) error {
 	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
 		return err
 	}
+	if err := b.writerWithDecoder(ctx); err != nil {
+		return err
+	}
 	for _, mode := range []string{"stream", "poll"} {
 		for _, rate := range rates {
 			b.dropSlot(ctx, "bench_steady")
@@ -402,11 +415,7 @@ func (b *bench) steadyStates(ctx context.Context) error {
 				return err
 			}
 			if mode == "stream" {
-				err = waitFor(ctx, 30*time.Second, "the relay to stream", func() (bool, error) {
-					var n int
-					err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n)
-					return n > 0, err
-				})
+				err = b.untilStreaming(ctx, "the relay")
 				if err != nil {
 					return err
 				}
@@ -420,7 +429,7 @@ func (b *bench) steadyStates(ctx context.Context) error {
 				return err
 			}
 			res.Phase = fmt.Sprintf("%s @ %s/s", mode, rateName(rate))
-			res.Description = fmt.Sprintf("one event per transaction over %d connections; latency from COMMIT returning to a consumer receiving the record", b.o.conns)
+			res.Description = fmt.Sprintf("one event per transaction over %d connections, measured after a %s warm-up; latency from COMMIT returning to a consumer receiving the record", b.o.conns, b.o.warmup)
 			b.res = append(b.res, res)
 			b.dropSlot(ctx, "bench_steady")
 			if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
@@ -429,6 +438,42 @@ func (b *bench) steadyStates(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// writerWithDecoder runs the writer as fast as it can while pg_recvlogical
+// streams the same changes to /dev/null: what logical decoding alone costs
+// the application on this machine, the floor under any streaming relay's
+// cost.
+func (b *bench) writerWithDecoder(ctx context.Context) error {
+	const slot = "bench_floor"
+	b.dropSlot(ctx, slot)
+	defer b.dropSlot(ctx, slot)
+	if err := b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
+		return err
+	}
+	cmd := exec.Command("pg_recvlogical", "-d", b.o.dbURL, "--slot", slot, "--start",
+		"-o", "proto_version=1", "-o", "publication_names=outbox_relay", "-o", "binary=true",
+		"--status-interval", "1", "-f", "/dev/null")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pg_recvlogical: %w", err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	err := b.untilStreaming(ctx, "pg_recvlogical")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "writer with pg_recvlogical, as fast as it can")
+	res, err := b.steady(ctx, 0, nil)
+	if err != nil {
+		return err
+	}
+	res.Phase, res.Description = "writer + pg_recvlogical (max)", "the writer's rate while pg_recvlogical decodes its changes: the floor under a streaming relay's cost"
+	b.res = append(b.res, res)
+	return b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
 }
 
 func parseRates(s string) ([]int, error) {
@@ -454,9 +499,9 @@ func rateName(r int) string {
 	return strconv.Itoa(r)
 }
 
-// steady writes at rate (0: as fast as possible) for the steady duration and,
-// with a relay running, measures each event from its COMMIT to its arrival
-// at a consumer.
+// steady writes at rate (0: as fast as possible) for the warm-up and then the
+// steady duration and, with a relay running, measures each event committed
+// after the warm-up from its COMMIT to its arrival at a consumer.
 func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) {
 	var commits sync.Map  // event id -> commit time, as the writer saw COMMIT return
 	var arrivals sync.Map // event id -> when the consumer received it
@@ -513,9 +558,10 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 	}
 
 	var next atomic.Int64
-	var written atomic.Int64
+	var written, measured atomic.Int64
 	start := time.Now()
-	deadline := start.Add(b.o.steady)
+	measureFrom := start.Add(b.o.warmup)
+	deadline := measureFrom.Add(b.o.steady)
 	var wg sync.WaitGroup
 	errs := make(chan error, b.o.conns)
 	for w := 0; w < b.o.conns; w++ {
@@ -548,18 +594,21 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 					errs <- err
 					return
 				}
-				commits.Store(id, time.Now())
 				written.Add(1)
+				if now := time.Now(); !now.Before(measureFrom) {
+					commits.Store(id, now)
+					measured.Add(1)
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start).Seconds()
+	elapsed := time.Since(measureFrom).Seconds()
 	close(errs)
 	if err := <-errs; err != nil {
 		return Result{}, fmt.Errorf("writer: %w", err)
 	}
-	total = int(written.Load())
+	total = int(measured.Load())
 	res := Result{Events: total, Seconds: elapsed, WriterRate: float64(total) / elapsed, TargetRate: rate}
 	if r == nil {
 		res.EventsPerS = res.WriterRate
@@ -567,7 +616,7 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 	}
 	// Wait for the stragglers.
 	_ = waitFor(ctx, 60*time.Second, "every event at the consumer", func() (bool, error) {
-		return arrived.Load() >= int64(total), nil
+		return arrived.Load() >= written.Load(), nil
 	})
 	close(stopConsumer)
 	<-consumerDone
@@ -579,7 +628,7 @@ func (b *bench) steady(ctx context.Context, rate int, r *relay) (Result, error) 
 			l := max(a.(time.Time).Sub(v.(time.Time)), 0)
 			latencies = append(latencies, l)
 			if b.o.trace != "" {
-				trace = append(trace, fmt.Sprintf("%d,%d", v.(time.Time).Sub(start).Microseconds(), l.Microseconds()))
+				trace = append(trace, fmt.Sprintf("%d,%d", v.(time.Time).Sub(measureFrom).Microseconds(), l.Microseconds()))
 			}
 		}
 		return true
@@ -619,11 +668,7 @@ func (b *bench) bigTransaction(ctx context.Context) error {
 		return err
 	}
 	defer b.dropSlot(ctx, "bench_big")
-	if err := waitFor(ctx, 30*time.Second, "the relay to stream", func() (bool, error) {
-		var n int
-		err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n)
-		return n > 0, err
-	}); err != nil {
+	if err := b.untilStreaming(ctx, "the relay"); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "one transaction of %d events\n", b.o.big)
@@ -646,11 +691,24 @@ func (b *bench) bigTransaction(ctx context.Context) error {
 }
 
 func (b *bench) print() {
-	fmt.Printf("\n%-28s %9s %8s %10s %7s %8s %8s %8s %8s %8s %7s %9s\n",
+	fmt.Printf("\n%-31s %9s %8s %10s %7s %8s %8s %8s %8s %8s %7s %9s\n",
 		"phase", "events", "seconds", "events/s", "vs dec", "p50 ms", "p95 ms", "p99 ms", "max ms", "RSS MiB", "CPU s", "writer/s")
 	for _, r := range b.res {
-		fmt.Printf("%-28s %9d %8.2f %10.0f %7s %8s %8s %8s %8s %8s %7s %9s\n", r.Phase, r.Events, r.Seconds, r.EventsPerS,
+		fmt.Printf("%-31s %9d %8.2f %10.0f %7s %8s %8s %8s %8s %8s %7s %9s\n", r.Phase, r.Events, r.Seconds, r.EventsPerS,
 			pct(r.VsDecode), num(r.P50ms), num(r.P95ms), num(r.P99ms), num(r.MaxMs), num(r.RSSMiB), num(r.CPUSeconds), num(r.WriterRate))
+	}
+	// The writer's rate at max beside each relay, as a share of its rate alone.
+	rates := map[string]float64{}
+	for _, r := range b.res {
+		rates[r.Phase] = r.WriterRate
+	}
+	if alone := rates["writer alone (max)"]; alone > 0 {
+		fmt.Println()
+		for _, p := range []string{"writer + pg_recvlogical (max)", "stream @ max/s", "poll @ max/s"} {
+			if v, ok := rates[p]; ok {
+				fmt.Printf("writer rate, %s: %.0f %% of the writer alone\n", p, 100*v/alone)
+			}
+		}
 	}
 }
 
@@ -677,7 +735,7 @@ func (b *bench) write() error {
 	}
 	host, _ := os.Hostname()
 	out := map[string]any{"when": time.Now().UTC().Format(time.RFC3339), "host": host, "cpus": numCPU(),
-		"events": b.o.events, "writers": b.o.conns, "steady_duration_s": b.o.steady.Seconds(), "results": b.res}
+		"events": b.o.events, "writers": b.o.conns, "steady_duration_s": b.o.steady.Seconds(), "warmup_s": b.o.warmup.Seconds(), "results": b.res}
 	j, _ := json.MarshalIndent(out, "", "  ")
 	if err := os.WriteFile(filepath.Join(b.o.outDir, "results.json"), j, 0o644); err != nil {
 		return err
