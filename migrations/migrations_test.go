@@ -119,4 +119,69 @@ func TestMigrations(t *testing.T) {
 			t.Fatalf("%d status rows after TRUNCATE outbox.events, want 0", n)
 		}
 	})
+
+	t.Run("NewEventIdsAreVersion7AndFollowTheirCommitOrder", func(t *testing.T) {
+		t.Parallel()
+		pool := pgtest.Pool(t, pgtest.NewDB(t))
+		if _, err := migrations.Up(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		// One transaction per event, a few milliseconds apart, so the time
+		// prefixes differ.
+		for i := range 5 {
+			if _, err := pool.Exec(ctx, `INSERT INTO outbox.events (topic, payload) SELECT 't', jsonb_build_object('n', $1::int) FROM pg_sleep(0.002)`, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := pool.Query(ctx, `SELECT id::text, (payload->>'n')::int,
+			       abs(extract(epoch FROM created_at) * 1000 - ('x' || translate(left(id::text, 13), '-', ''))::bit(48)::bigint)
+			FROM outbox.events ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		want := 0
+		for rows.Next() {
+			var id string
+			var n int
+			var skewMS float64
+			if err := rows.Scan(&id, &n, &skewMS); err != nil {
+				t.Fatal(err)
+			}
+			if id[14] != '7' || !strings.ContainsRune("89ab", rune(id[19])) {
+				t.Errorf("id %s: version %c, variant %c; want version 7, variant 10xx", id, id[14], id[19])
+			}
+			if n != want {
+				t.Errorf("ordered by id, event %d comes at position %d", n, want)
+			}
+			if skewMS > 1000 {
+				t.Errorf("id %s: its time prefix is %.0f ms away from created_at", id, skewMS)
+			}
+			want++
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if want != 5 {
+			t.Fatalf("read %d events, want 5", want)
+		}
+	})
+
+	t.Run("DownRestoresRandomIds", func(t *testing.T) {
+		t.Parallel()
+		pool := pgtest.Pool(t, pgtest.NewDB(t))
+		if _, err := migrations.Up(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := migrations.Down(ctx, pool, 3); err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		if err := pool.QueryRow(ctx, `INSERT INTO outbox.events (topic, payload) VALUES ('t', '{}') RETURNING id::text`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if id[14] != '4' {
+			t.Fatalf("after Down to 3, new id %s has version %c, want 4", id, id[14])
+		}
+	})
 }
