@@ -63,6 +63,7 @@ type session struct {
 	// are looked up before they are published; later ones cannot.
 	replayUntil pglogrepl.LSN
 	replaying   bool
+	ceiling     statusCeiling // which replayed events need the look-up
 	cur         *batch
 	layouts     map[*cdc.Relation]*layout
 
@@ -75,6 +76,12 @@ type session struct {
 }
 
 func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
+	// Read before streaming starts: every status row written by an earlier
+	// session of this process is committed by now.
+	ceiling, err := readStatusCeiling(ctx, r.pool)
+	if err != nil {
+		return err
+	}
 	stream, err := cdc.Open(ctx, cdc.Config{
 		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
 		StatusInterval: r.cfg.StatusInterval,
@@ -94,8 +101,8 @@ func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 
 	s := &session{
 		r: r, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
-		replayUntil: stream.ReplayUntil(),
-		hard:        hard, pgDown: newOutage(r.log, "postgres"),
+		replayUntil: stream.ReplayUntil(), ceiling: ceiling,
+		hard: hard, pgDown: newOutage(r.log, "postgres"),
 		layouts:   map[*cdc.Relation]*layout{},
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
@@ -218,7 +225,7 @@ func (s *session) produce() {
 		var err error
 		if b.replayed {
 			err = retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
-				return markExisting(ctx, s.r.pool, b, ids)
+				return markExisting(ctx, s.r.pool, s.ceiling, b, ids)
 			})
 		}
 		if err == nil { // otherwise giving up: the outcomes will never be written

@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +33,36 @@ const (
 // existingSQL finds events that already have a status row: replayed after a
 // restart, or owned by the poller. The stream publishes none of them.
 const existingSQL = `SELECT event_id FROM outbox.deliveries WHERE event_id = ANY($1::uuid[])`
+
+// highestStatusIDSQL reads the greatest event id with a status row (uuids
+// compare as their 16 bytes; PostgreSQL 15 has no max(uuid), the primary key
+// answers this). An event with a greater id had no row then.
+const highestStatusIDSQL = `SELECT event_id FROM outbox.deliveries ORDER BY event_id DESC LIMIT 1`
+
+// statusCeiling bounds which replayed events may have a status row: those
+// with an id at or below the greatest id that had one when the session
+// started (see highestStatusIDSQL). Any id scheme is sound; with the default
+// time-ordered ids, events newer than the last status row skip the look-up.
+type statusCeiling struct {
+	id    [16]byte
+	valid bool // false: no status row at all
+}
+
+func (c statusCeiling) mayHaveRow(id [16]byte) bool {
+	return c.valid && bytes.Compare(id[:], c.id[:]) <= 0
+}
+
+func readStatusCeiling(ctx context.Context, pool *pgxpool.Pool) (statusCeiling, error) {
+	var c statusCeiling
+	switch err := pool.QueryRow(ctx, highestStatusIDSQL).Scan(&c.id); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return c, nil
+	case err != nil:
+		return c, fmt.Errorf("reading the highest event id with a status row: %w", err)
+	}
+	c.valid = true
+	return c, nil
+}
 
 // insertStatusSQL records a batch of stream outcomes in one statement and
 // returns how many of their events it could see. A row that appeared
@@ -116,11 +148,17 @@ func (s *statusRows) write(ctx context.Context, pool *pgxpool.Pool) (visible int
 	return visible, nil
 }
 
-// markExisting sets skip on events of b that already have a status row.
-func markExisting(ctx context.Context, pool *pgxpool.Pool, b *batch, ids [][16]byte) error {
+// markExisting sets skip on events of b that already have a status row,
+// looking up only those the ceiling allows.
+func markExisting(ctx context.Context, pool *pgxpool.Pool, ceiling statusCeiling, b *batch, ids [][16]byte) error {
 	ids = ids[:0]
 	for i := range b.events {
-		ids = append(ids, b.events[i].id)
+		if ceiling.mayHaveRow(b.events[i].id) {
+			ids = append(ids, b.events[i].id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
 	}
 	rows, err := pool.Query(ctx, existingSQL, ids)
 	if err != nil {
