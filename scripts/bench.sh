@@ -5,7 +5,7 @@
 # the relay, and the relay's memory and CPU. Starts its own PostgreSQL and the
 # development Kafka broker as a separate process; cleans up after itself.
 #
-#   scripts/bench.sh [--events 200000] [--rates 1000,5000,max] [--steady-duration 10s]
+#   scripts/bench.sh [--events 200000] [--drain-runs 3] [--rates 1000,5000,max] [--steady-duration 10s] [--warmup 2s]
 #                    [--big-transaction 1000000] [--out bench-results]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,7 +34,7 @@ import (
 type options struct {
 	dbURL, brokers, relayBin, topic, outDir string
 	trace                                   string
-	events, big, conns                      int
+	events, big, conns, drainRuns           int
 	relayArgs                               []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -40,20 +42,21 @@ type options struct {
 
 // Result is one row of the table.
 type Result struct {
-	Phase       string  `json:"phase"`
-	Events      int     `json:"events"`
-	Seconds     float64 `json:"seconds"`
-	EventsPerS  float64 `json:"events_per_s"`
-	VsDecode    float64 `json:"vs_decode_limit,omitempty"`
-	P50ms       float64 `json:"p50_ms,omitempty"`
-	P95ms       float64 `json:"p95_ms,omitempty"`
-	P99ms       float64 `json:"p99_ms,omitempty"`
-	MaxMs       float64 `json:"max_ms,omitempty"`
-	RSSMiB      float64 `json:"relay_peak_rss_mib,omitempty"`
-	CPUSeconds  float64 `json:"relay_cpu_s,omitempty"`
-	WriterRate  float64 `json:"writer_rate,omitempty"`
-	TargetRate  int     `json:"target_rate,omitempty"`
-	Description string  `json:"description"`
+	Phase       string    `json:"phase"`
+	Events      int       `json:"events"`
+	Seconds     float64   `json:"seconds"`
+	EventsPerS  float64   `json:"events_per_s"`
+	VsDecode    float64   `json:"vs_decode_limit,omitempty"`
+	P50ms       float64   `json:"p50_ms,omitempty"`
+	P95ms       float64   `json:"p95_ms,omitempty"`
+	P99ms       float64   `json:"p99_ms,omitempty"`
+	MaxMs       float64   `json:"max_ms,omitempty"`
+	RSSMiB      float64   `json:"relay_peak_rss_mib,omitempty"`
+	CPUSeconds  float64   `json:"relay_cpu_s,omitempty"`
+	WriterRate  float64   `json:"writer_rate,omitempty"`
+	TargetRate  int       `json:"target_rate,omitempty"`
+	RunsPerS    []float64 `json:"runs_events_per_s,omitempty"` // every run's rate; the row is their median
+	Description string    `json:"description"`
 }
 
 func main() {
@@ -64,6 +67,7 @@ func main() {
 	flag.StringVar(&o.topic, "topic", "bench", "topic with three partitions")
 	flag.StringVar(&o.outDir, "out", "bench-results", "where results.json and latency.svg go")
 	flag.IntVar(&o.events, "events", 200000, "events for the drain phases")
+	flag.IntVar(&o.drainRuns, "drain-runs", 3, "how many times to run the three drain phases; each row reports the median run")
 	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")
 	flag.IntVar(&o.conns, "writers", 8, "writer connections in the steady phases")
 	flag.StringVar(&o.rates, "rates", "1000,5000,max", "steady-state writer rates (events/s)")
@@ -294,21 +298,65 @@ func (b *bench) sent(ctx context.Context) (int, error) {
 }
 
 // drains runs phases 1 to 3 on the same N events.
+// drains runs the decode limit, the relay's drain and the poll-only drain
+// --drain-runs times, in turn, and reports each phase's median run: a drain
+// takes seconds, and on a machine every process shares one run can be 30 %
+// off. The ratio to the decode limit is the median of each run's own ratio.
 func (b *bench) drains(ctx context.Context) error {
+	var runs [3][]Result
+	for i := range max(b.o.drainRuns, 1) {
+		fmt.Fprintf(os.Stderr, "drain run %d of %d\n", i+1, max(b.o.drainRuns, 1))
+		rs, err := b.drainOnce(ctx)
+		if err != nil {
+			return err
+		}
+		for j := range rs {
+			runs[j] = append(runs[j], rs[j])
+		}
+	}
+	for _, rs := range runs {
+		b.res = append(b.res, median(rs))
+	}
+	return nil
+}
+
+// median is the run with the median rate, with every run's rate, the median
+// ratio to the decode limit and the highest peak RSS.
+func median(rs []Result) Result {
+	byRate := slices.Clone(rs)
+	slices.SortFunc(byRate, func(a, b Result) int { return cmp.Compare(a.EventsPerS, b.EventsPerS) })
+	m := byRate[(len(byRate)-1)/2]
+	ratios := make([]float64, 0, len(rs))
+	for _, r := range rs {
+		m.RunsPerS = append(m.RunsPerS, r.EventsPerS)
+		m.RSSMiB = max(m.RSSMiB, r.RSSMiB)
+		ratios = append(ratios, r.VsDecode)
+	}
+	slices.Sort(ratios)
+	m.VsDecode = ratios[(len(ratios)-1)/2]
+	if len(rs) == 1 {
+		m.RunsPerS = nil
+	}
+	return m
+}
+
+// drainOnce measures the three drains once each, in order.
+func (b *bench) drainOnce(ctx context.Context) ([]Result, error) {
+	var out []Result
 	n := b.o.events
 	for _, s := range []string{"bench_decode", "bench_relay"} {
 		b.dropSlot(ctx, s)
 		if err := b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	fmt.Fprintf(os.Stderr, "inserting %d events (1,000 per transaction)\n", n)
 	if err := b.insertEvents(ctx, n, 1000); err != nil {
-		return err
+		return nil, err
 	}
 	end, err := b.lsn(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	// 1. Decode limit.
@@ -318,49 +366,49 @@ func (b *bench) drains(ctx context.Context) error {
 		"--endpos", end.String(), "-f", "/dev/null")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pg_recvlogical: %w", err)
+		return nil, fmt.Errorf("pg_recvlogical: %w", err)
 	}
 	decode := time.Since(t0).Seconds()
 	b.dropSlot(ctx, "bench_decode")
-	b.res = append(b.res, Result{Phase: "decode limit", Events: n, Seconds: decode, EventsPerS: float64(n) / decode,
+	out = append(out, Result{Phase: "decode limit", Events: n, Seconds: decode, EventsPerS: float64(n) / decode,
 		Description: "pg_recvlogical (pgoutput, binary) drains the events from a fresh slot"})
 	decodeRate := float64(n) / decode
 
 	// 2. Relay drain: from start to the slot confirmed past the last commit,
 	// which happens only once every status row is written.
 	if err := b.trimTopic(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintln(os.Stderr, "relay drain")
 	t0 = time.Now()
 	r, err := b.startRelay("--slot", "bench_relay")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	secs, rss, cpu, err := b.untilConfirmed(ctx, r, "bench_relay", end, t0, 10*time.Minute)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if got, err := b.sent(ctx); err != nil || got != n {
-		return fmt.Errorf("relay drain: %d SENT rows, want %d (%v)", got, n, err)
+		return nil, fmt.Errorf("relay drain: %d SENT rows, want %d (%v)", got, n, err)
 	}
 	b.dropSlot(ctx, "bench_relay")
-	b.res = append(b.res, Result{Phase: "relay drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
+	out = append(out, Result{Phase: "relay drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
 		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu,
 		Description: "outbox-relay streams the same events: Kafka acked, status rows written, slot confirmed"})
 
 	// 3. Poll-only drain of the same events.
 	fmt.Fprintln(os.Stderr, "poll-only drain")
 	if err := b.exec(ctx, `TRUNCATE outbox.deliveries`); err != nil {
-		return err
+		return nil, err
 	}
 	if err := b.trimTopic(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	t0 = time.Now()
 	r, err = b.startRelay("--mode", "poll")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	err = waitFor(ctx, 20*time.Minute, "the poller to send every event", func() (bool, error) {
 		got, err := b.sent(ctx)
@@ -372,12 +420,12 @@ func (b *bench) drains(ctx context.Context) error {
 		err = stopErr
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b.res = append(b.res, Result{Phase: "poll-only drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
+	out = append(out, Result{Phase: "poll-only drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
 		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu,
 		Description: "outbox-relay --mode=poll (a classic polling relay) drains the same events"})
-	return b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
+	return out, b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
 }
 
 // steadyStates runs phase 4 for the stream and for poll-only, and the writer
@@ -697,13 +745,21 @@ func (b *bench) print() {
 		fmt.Printf("%-31s %9d %8.2f %10.0f %7s %8s %8s %8s %8s %8s %7s %9s\n", r.Phase, r.Events, r.Seconds, r.EventsPerS,
 			pct(r.VsDecode), num(r.P50ms), num(r.P95ms), num(r.P99ms), num(r.MaxMs), num(r.RSSMiB), num(r.CPUSeconds), num(r.WriterRate))
 	}
+	for _, r := range b.res {
+		if len(r.RunsPerS) > 1 {
+			runs := make([]string, len(r.RunsPerS))
+			for i, v := range r.RunsPerS {
+				runs[i] = fmt.Sprintf("%.0f", v)
+			}
+			fmt.Printf("%s: median of %d runs (events/s: %s)\n", r.Phase, len(runs), strings.Join(runs, ", "))
+		}
+	}
 	// The writer's rate at max beside each relay, as a share of its rate alone.
 	rates := map[string]float64{}
 	for _, r := range b.res {
 		rates[r.Phase] = r.WriterRate
 	}
 	if alone := rates["writer alone (max)"]; alone > 0 {
-		fmt.Println()
 		for _, p := range []string{"writer + pg_recvlogical (max)", "stream @ max/s", "poll @ max/s"} {
 			if v, ok := rates[p]; ok {
 				fmt.Printf("writer rate, %s: %.0f %% of the writer alone\n", p, 100*v/alone)
