@@ -78,7 +78,7 @@ type session struct {
 func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 	// Read before streaming starts: every status row written by an earlier
 	// session of this process is committed by now.
-	ceiling, err := readStatusCeiling(ctx, r.pool)
+	ceiling, err := readStatusCeiling(ctx, r.pool, r.cfg.Poll.GapGrace)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,21 +40,26 @@ const existingSQL = `SELECT event_id FROM outbox.deliveries WHERE event_id = ANY
 // answers this). An event with a greater id had no row then.
 const highestStatusIDSQL = `SELECT event_id FROM outbox.deliveries ORDER BY event_id DESC LIMIT 1`
 
-// statusCeiling bounds which replayed events may have a status row: those
+// statusCeiling tells which replayed events may have a status row: those
 // with an id at or below the greatest id that had one when the session
-// started (see highestStatusIDSQL). Any id scheme is sound; with the default
-// time-ordered ids, events newer than the last status row skip the look-up.
+// started (see highestStatusIDSQL), and those old enough for the poller's
+// gap sweep to give them one at any time. Any id scheme is sound; with the
+// default time-ordered ids, recent events newer than the last status row
+// skip the look-up.
 type statusCeiling struct {
 	id    [16]byte
 	valid bool // false: no status row at all
+	// sweepAge: the gap sweep takes events older than --gap-grace by the
+	// database's clock; half of it leaves room for the clocks' difference.
+	sweepAge time.Duration
 }
 
-func (c statusCeiling) mayHaveRow(id [16]byte) bool {
-	return c.valid && bytes.Compare(id[:], c.id[:]) <= 0
+func (c statusCeiling) mayHaveRow(e *event, now time.Time) bool {
+	return (c.valid && bytes.Compare(e.id[:], c.id[:]) <= 0) || now.Sub(e.msg.Timestamp) >= c.sweepAge
 }
 
-func readStatusCeiling(ctx context.Context, pool *pgxpool.Pool) (statusCeiling, error) {
-	var c statusCeiling
+func readStatusCeiling(ctx context.Context, pool *pgxpool.Pool, gapGrace time.Duration) (statusCeiling, error) {
+	c := statusCeiling{sweepAge: gapGrace / 2}
 	switch err := pool.QueryRow(ctx, highestStatusIDSQL).Scan(&c.id); {
 	case errors.Is(err, pgx.ErrNoRows):
 		return c, nil
@@ -152,8 +158,9 @@ func (s *statusRows) write(ctx context.Context, pool *pgxpool.Pool) (visible int
 // looking up only those the ceiling allows.
 func markExisting(ctx context.Context, pool *pgxpool.Pool, ceiling statusCeiling, b *batch, ids [][16]byte) error {
 	ids = ids[:0]
+	now := time.Now()
 	for i := range b.events {
-		if ceiling.mayHaveRow(b.events[i].id) {
+		if ceiling.mayHaveRow(&b.events[i], now) {
 			ids = append(ids, b.events[i].id)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
@@ -31,10 +32,14 @@ func TestReplayLookup(t *testing.T) {
 		t.Fatalf("inserted %d events: %v", len(ids), err)
 	}
 	slices.SortFunc(ids, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
-	batchOf := func() *batch {
+	const grace = 5 * time.Minute
+	// Events created at the given time, in id order.
+	batchOf := func(created time.Time) *batch {
 		b := &batch{}
 		for _, id := range ids {
-			b.events = append(b.events, event{id: id})
+			e := event{id: id}
+			e.msg.Timestamp = created
+			b.events = append(b.events, e)
 		}
 		return b
 	}
@@ -48,12 +53,13 @@ func TestReplayLookup(t *testing.T) {
 	}
 
 	t.Run("WithNoStatusRowsNothingMayHaveOne", func(t *testing.T) {
-		c, err := readStatusCeiling(ctx, pool)
+		c, err := readStatusCeiling(ctx, pool, grace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, id := range ids {
-			if c.mayHaveRow(id) {
+		b := batchOf(time.Now())
+		for i := range b.events {
+			if c.mayHaveRow(&b.events[i], time.Now()) {
 				t.Errorf("event %d may have a row, but the table is empty", i)
 			}
 		}
@@ -65,16 +71,16 @@ func TestReplayLookup(t *testing.T) {
 			ids[1], ids[4]); err != nil {
 			t.Fatal(err)
 		}
-		c, err := readStatusCeiling(ctx, pool)
+		c, err := readStatusCeiling(ctx, pool, grace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, id := range ids {
-			if got, want := c.mayHaveRow(id), i <= 4; got != want {
+		b := batchOf(time.Now())
+		for i := range b.events {
+			if got, want := c.mayHaveRow(&b.events[i], time.Now()), i <= 4; got != want {
 				t.Errorf("event %d: mayHaveRow = %v, want %v", i, got, want)
 			}
 		}
-		b := batchOf()
 		if err := markExisting(ctx, pool, c, b, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -90,16 +96,33 @@ func TestReplayLookup(t *testing.T) {
 			ids[9]); err != nil {
 			t.Fatal(err)
 		}
-		c, err := readStatusCeiling(ctx, pool)
+		c, err := readStatusCeiling(ctx, pool, grace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := batchOf()
+		b := batchOf(time.Now())
 		if err := markExisting(ctx, pool, c, b, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := skipped(b); len(got) != 3 || got[0] != 1 || got[1] != 4 || got[2] != 9 {
 			t.Fatalf("skipped events %v, want [1 4 9]", got)
+		}
+	})
+
+	t.Run("EventsOldEnoughForTheGapSweepAreLookedUpWhateverTheirId", func(t *testing.T) {
+		// The poller may give such an event a row at any time, after the
+		// session read its ceiling.
+		c := statusCeiling{sweepAge: grace / 2}
+		now := time.Now()
+		b := batchOf(now.Add(-grace / 2))
+		for i := range b.events {
+			if !c.mayHaveRow(&b.events[i], now) {
+				t.Errorf("event %d, created %s ago, is not looked up", i, grace/2)
+			}
+		}
+		b = batchOf(now.Add(-grace/2 + time.Second))
+		if c.mayHaveRow(&b.events[0], now) {
+			t.Errorf("an event younger than half the gap grace, with no row anywhere, is looked up")
 		}
 	})
 }
