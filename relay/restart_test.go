@@ -34,18 +34,25 @@ func TestRelay_GracefulStopAndRestartDeliversEverythingExactlyOnce(t *testing.T)
 	b.startRelay(t, cfg)
 	b.waitStatus(t, "SENT", rounds*perRound, 60*time.Second)
 
-	recs := kafkatest.Consume(t, b.brokers, rounds*perRound, 30*time.Second, "orders")
+	b.expectEachEventOnce(t, rounds*perRound, "orders")
+}
+
+// expectEachEventOnce reads the topic and fails unless it holds n distinct
+// events, none of them twice.
+func (b *testBundle) expectEachEventOnce(t *testing.T, n int, topic string) {
+	t.Helper()
+	recs := kafkatest.Consume(t, b.brokers, n, 30*time.Second, topic)
 	seen := map[string]int{}
 	for _, r := range recs {
 		id, _ := header(r, relay.HeaderEventID)
 		seen[id]++
 	}
 	dups := 0
-	for _, n := range seen {
-		dups += n - 1
+	for _, c := range seen {
+		dups += c - 1
 	}
-	if len(seen) != rounds*perRound || dups != 0 {
-		t.Fatalf("Kafka has %d distinct events and %d duplicates; want %d and 0", len(seen), dups, rounds*perRound)
+	if len(seen) != n || dups != 0 {
+		t.Fatalf("Kafka has %d distinct events and %d duplicates; want %d and 0", len(seen), dups, n)
 	}
 }
 
@@ -107,17 +114,5 @@ func TestRelay_ReplayedEventsThatHaveAStatusRowAreNotPublishedAgain(t *testing.T
 	b.startRelay(t, cfg)
 	b.waitStatus(t, "SENT", 800, 60*time.Second)
 
-	recs := kafkatest.Consume(t, b.brokers, 800, 30*time.Second, "orders")
-	seen := map[string]int{}
-	for _, r := range recs {
-		id, _ := header(r, relay.HeaderEventID)
-		seen[id]++
-	}
-	dups := 0
-	for _, n := range seen {
-		dups += n - 1
-	}
-	if len(seen) != 800 || dups != 0 {
-		t.Fatalf("Kafka has %d distinct events and %d duplicates; want 800 and 0", len(seen), dups)
-	}
+	b.expectEachEventOnce(t, 800, "orders")
 }
