@@ -361,10 +361,7 @@ func (b *bench) drainOnce(ctx context.Context) ([]Result, error) {
 
 	// 1. Decode limit.
 	t0 := time.Now()
-	cmd := exec.Command("pg_recvlogical", "-d", b.o.dbURL, "--slot", "bench_decode", "--start",
-		"-o", "proto_version=1", "-o", "publication_names=outbox_relay", "-o", "binary=true",
-		"--endpos", end.String(), "-f", "/dev/null")
-	cmd.Stderr = os.Stderr
+	cmd := b.recvlogical("bench_decode", "--endpos", end.String())
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("pg_recvlogical: %w", err)
 	}
@@ -435,14 +432,7 @@ func (b *bench) steadyStates(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "writer alone, as fast as it can")
-	alone, err := b.steady(ctx, 0, nil)
-	if err != nil {
-		return err
-	}
-	alone.Phase, alone.Description = "writer alone (max)", "the writer's rate with no relay running"
-	b.res = append(b.res, alone)
-	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
+	if err := b.writerAtMax(ctx, "writer alone (max)", "the writer's rate with no relay running"); err != nil {
 		return err
 	}
 	if err := b.writerWithDecoder(ctx); err != nil {
@@ -499,10 +489,7 @@ func (b *bench) writerWithDecoder(ctx context.Context) error {
 	if err := b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
 		return err
 	}
-	cmd := exec.Command("pg_recvlogical", "-d", b.o.dbURL, "--slot", slot, "--start",
-		"-o", "proto_version=1", "-o", "publication_names=outbox_relay", "-o", "binary=true",
-		"--status-interval", "1", "-f", "/dev/null")
-	cmd.Stderr = os.Stderr
+	cmd := b.recvlogical(slot, "--status-interval", "1")
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("pg_recvlogical: %w", err)
 	}
@@ -510,18 +497,34 @@ func (b *bench) writerWithDecoder(ctx context.Context) error {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}()
-	err := b.untilStreaming(ctx, "pg_recvlogical")
-	if err != nil {
+	if err := b.untilStreaming(ctx, "pg_recvlogical"); err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "writer with pg_recvlogical, as fast as it can")
+	return b.writerAtMax(ctx, "writer + pg_recvlogical (max)",
+		"the writer's rate while pg_recvlogical decodes its changes: the floor under a streaming relay's cost")
+}
+
+// writerAtMax runs the writer as fast as it can with no relay and records
+// its rate as phase.
+func (b *bench) writerAtMax(ctx context.Context, phase, description string) error {
+	fmt.Fprintf(os.Stderr, "%s\n", phase)
 	res, err := b.steady(ctx, 0, nil)
 	if err != nil {
 		return err
 	}
-	res.Phase, res.Description = "writer + pg_recvlogical (max)", "the writer's rate while pg_recvlogical decodes its changes: the floor under a streaming relay's cost"
+	res.Phase, res.Description = phase, description
 	b.res = append(b.res, res)
 	return b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
+}
+
+// recvlogical is pg_recvlogical streaming slot with pgoutput (as the relay
+// asks for it) to /dev/null.
+func (b *bench) recvlogical(slot string, args ...string) *exec.Cmd {
+	cmd := exec.Command("pg_recvlogical", append([]string{"-d", b.o.dbURL, "--slot", slot, "--start",
+		"-o", "proto_version=1", "-o", "publication_names=outbox_relay", "-o", "binary=true", "-f", "/dev/null"},
+		args...)...)
+	cmd.Stderr = os.Stderr
+	return cmd
 }
 
 func parseRates(s string) ([]int, error) {
