@@ -93,10 +93,7 @@ func TestMigrations(t *testing.T) {
 
 	t.Run("DeletingOrTruncatingEventsRemovesTheirStatusRows", func(t *testing.T) {
 		t.Parallel()
-		pool := pgtest.Pool(t, pgtest.NewDB(t))
-		if _, err := migrations.Up(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
+		_, pool := pgtest.Migrated(t)
 		exec := func(sql string) {
 			t.Helper()
 			if _, err := pool.Exec(ctx, sql); err != nil {
@@ -122,10 +119,7 @@ func TestMigrations(t *testing.T) {
 
 	t.Run("NewEventIdsAreVersion7AndFollowTheirCommitOrder", func(t *testing.T) {
 		t.Parallel()
-		pool := pgtest.Pool(t, pgtest.NewDB(t))
-		if _, err := migrations.Up(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
+		_, pool := pgtest.Migrated(t)
 		// One transaction per event, a few milliseconds apart, so the time
 		// prefixes differ.
 		for i := range 5 {
@@ -169,10 +163,7 @@ func TestMigrations(t *testing.T) {
 
 	t.Run("DownRestoresRandomIds", func(t *testing.T) {
 		t.Parallel()
-		pool := pgtest.Pool(t, pgtest.NewDB(t))
-		if _, err := migrations.Up(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
+		_, pool := pgtest.Migrated(t)
 		if _, err := migrations.Down(ctx, pool, 3); err != nil {
 			t.Fatal(err)
 		}
