@@ -54,6 +54,8 @@ type statusCeiling struct {
 	sweepAge time.Duration
 }
 
+// mayHaveRow reads e's age from its message timestamp: created_at, or the
+// commit time where the table has no created_at.
 func (c statusCeiling) mayHaveRow(e *event, now time.Time) bool {
 	return (c.valid && bytes.Compare(e.id[:], c.id[:]) <= 0) || now.Sub(e.msg.Timestamp) >= c.sweepAge
 }
