@@ -1,17 +1,12 @@
 package relay
 
 import (
-	"context"
 	"encoding/binary"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/outbox-relay/outbox-relay/cdc"
-	"github.com/outbox-relay/outbox-relay/migrations"
 )
 
 func benchRow() (*cdc.Relation, [][]byte) {
@@ -43,68 +38,4 @@ func BenchmarkBuildMessage(b *testing.B) {
 			b.Fatal(e.invalid)
 		}
 	}
-}
-
-// BenchmarkWriteStatusBatch: one status statement for 1,000 SENT events.
-// Needs TEST_DATABASE_URL (scripts/test.sh sets it).
-func BenchmarkWriteStatusBatch(b *testing.B) {
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		b.Skip("TEST_DATABASE_URL is not set")
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	// A schema of its own would clash with outbox: use a scratch database.
-	if _, err := pool.Exec(ctx, `DROP DATABASE IF EXISTS outbox_bench_status WITH (FORCE)`); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE DATABASE outbox_bench_status`); err != nil {
-		b.Fatal(err)
-	}
-	cfg, _ := pgxpool.ParseConfig(url)
-	cfg.ConnConfig.Database = "outbox_bench_status"
-	db, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := migrations.Up(ctx, db); err != nil {
-		b.Fatal(err)
-	}
-	const n = 1000
-	b.ReportAllocs()
-	for b.Loop() {
-		b.StopTimer()
-		rows := &statusRows{policy: []byte(`{}`)}
-		var ids [][16]byte
-		if err := func() error {
-			r, err := db.Query(ctx, `INSERT INTO outbox.events (topic, payload) SELECT 't', '{}' FROM generate_series(1, $1) RETURNING id`, n)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			for r.Next() {
-				var id [16]byte
-				if err := r.Scan(&id); err != nil {
-					return err
-				}
-				ids = append(ids, id)
-			}
-			return r.Err()
-		}(); err != nil {
-			b.Fatal(err)
-		}
-		for i, id := range ids {
-			rows.add(&event{id: id, res: result{status: StatusSent, attempts: 1, partition: 0, offset: int64(i)}}, 5)
-		}
-		b.StartTimer()
-		if visible, err := rows.write(ctx, db); err != nil || visible != n {
-			b.Fatalf("wrote %d of %d rows: %v", visible, n, err)
-		}
-	}
-	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }

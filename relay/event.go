@@ -2,19 +2,12 @@ package relay
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/outbox-relay/outbox-relay/cdc"
-)
-
-// Kafka headers the relay adds to every message.
-const (
-	HeaderEventID   = "outbox-event-id"
-	HeaderEventType = "outbox-event-type"
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
 )
 
 // PostgreSQL type OIDs the relay reads.
@@ -74,95 +67,65 @@ func newLayout(rel *cdc.Relation) (*layout, error) {
 
 // event is one outbox row on its way through the pipeline.
 type event struct {
-	seq         uint64
+	kafka.Message
 	id          [16]byte
 	invalid     string // why the row cannot be a message; empty when it can
 	skip        bool   // a status row exists already: someone else owns it
 	size        int
 	maxAttempts int32 // the event's own override, 0 for the policy's
-	alone       bool  // resent by itself after a broker rejected its batch as too large
-	msg         sarama.ProducerMessage
-	batch       *batch
-	res         result
 }
 
-// result is what the status row will say.
-type result struct {
-	status    Status
-	reason    string
-	lastError string
-	attempts  int32
-	partition int32
-	offset    int64
-	delay     time.Duration // PENDING: wait before the next attempt
-}
-
-// fill turns the inserted row into e.msg, or sets e.invalid. The batch
-// links messages to events when it is sealed.
+// fill turns the inserted row into e's message, or sets e.invalid.
 func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 	copy(e.id[:], values[l.id])
 	if l.maxAttempts >= 0 && len(values[l.maxAttempts]) == 4 {
 		e.maxAttempts = int32(binary.BigEndian.Uint32(values[l.maxAttempts]))
 	}
-	e.msg = sarama.ProducerMessage{}
-	if err := l.build(&e.msg, values, e.id, commitTime); err != nil {
+	ev, err := l.read(values, commitTime)
+	if err == nil {
+		ev.ID = e.id
+		err = e.Build(ev)
+	}
+	if err != nil {
 		e.invalid = err.Error()
 		return
 	}
-	e.size = e.msg.ByteSize(2)
+	e.size = e.Size()
 }
 
-func (l *layout) build(m *sarama.ProducerMessage, values [][]byte, id [16]byte, commitTime time.Time) error {
-	topic, err := l.text(l.topic, values)
-	if err != nil {
-		return err
+// read decodes the row's columns into what Kafka needs.
+func (l *layout) read(values [][]byte, commitTime time.Time) (ev kafka.Event, err error) {
+	if ev.Topic, err = l.text(l.topic, values); err != nil {
+		return ev, err
 	}
-	if len(topic) == 0 {
-		return errors.New("topic is NULL or empty")
-	}
-	m.Topic = string(topic)
-
 	if l.key >= 0 && values[l.key] != nil {
-		key, err := l.text(l.key, values)
-		if err != nil {
-			return err
+		if ev.Key, err = l.text(l.key, values); err != nil {
+			return ev, err
 		}
-		m.Key = sarama.ByteEncoder(key)
 	}
-
-	payload, err := l.payloadBytes(values)
-	if err != nil {
-		return err
+	if ev.Value, err = l.payloadBytes(values); err != nil {
+		return ev, err
 	}
-	m.Value = sarama.ByteEncoder(payload)
-
 	if l.headers >= 0 && values[l.headers] != nil {
-		// userHeaders leaves room for the relay's two.
-		if m.Headers, err = l.userHeaders(values[l.headers], l.rel.Columns[l.headers].TypeOID); err != nil {
-			return err
+		if ev.Headers, err = l.headersJSON(values[l.headers]); err != nil {
+			return ev, err
 		}
-	} else {
-		m.Headers = make([]sarama.RecordHeader, 0, 2)
 	}
-	m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(HeaderEventID), Value: formatUUID(id)})
 	if l.eventType >= 0 && values[l.eventType] != nil {
-		et, err := l.text(l.eventType, values)
-		if err != nil {
-			return err
+		if ev.EventType, err = l.text(l.eventType, values); err != nil {
+			return ev, err
 		}
-		m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(HeaderEventType), Value: et})
 	}
-
-	m.Timestamp = commitTime
+	ev.Timestamp = commitTime
 	if l.createdAt >= 0 && values[l.createdAt] != nil {
 		switch oid := l.rel.Columns[l.createdAt].TypeOID; oid {
 		case oidTimestamptz, oidTimestamp:
 			if v := values[l.createdAt]; len(v) == 8 {
-				m.Timestamp = cdc.PgTime(int64(binary.BigEndian.Uint64(v)))
+				ev.Timestamp = cdc.PgTime(int64(binary.BigEndian.Uint64(v)))
 			}
 		}
 	}
-	return nil
+	return ev, nil
 }
 
 // text reads a text-like column.
@@ -200,60 +163,20 @@ func jsonbText(v []byte) ([]byte, error) {
 	return v[1:], nil
 }
 
-// userHeaders parses the headers column: a JSON object of string to string.
-func (l *layout) userHeaders(v []byte, oid uint32) ([]sarama.RecordHeader, error) {
-	var err error
-	switch oid {
+// headersJSON returns the headers column as JSON text.
+func (l *layout) headersJSON(v []byte) ([]byte, error) {
+	switch oid := l.rel.Columns[l.headers].TypeOID; oid {
 	case oidJSONB:
-		if v, err = jsonbText(v); err != nil {
+		v, err := jsonbText(v)
+		if err != nil {
 			return nil, fmt.Errorf("headers: %w", err)
 		}
+		return v, nil
 	case oidJSON, oidText, oidVarchar:
+		return v, nil
 	default:
 		return nil, fmt.Errorf("headers has type %s; it must be jsonb or json", typeName(oid))
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(v, &obj); err != nil {
-		return nil, fmt.Errorf("headers must be a JSON object of string values: %s", describeJSON(v))
-	}
-	if obj == nil {
-		return nil, errors.New("headers must be a JSON object of string values, not null")
-	}
-	hs := make([]sarama.RecordHeader, 0, len(obj)+2)
-	for k, raw := range obj {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("headers: value of %q is %s, want a string", k, describeJSON(raw))
-		}
-		if k == HeaderEventID || k == HeaderEventType {
-			return nil, fmt.Errorf("headers: %q is reserved for the relay", k)
-		}
-		hs = append(hs, sarama.RecordHeader{Key: []byte(k), Value: []byte(s)})
-	}
-	return hs, nil
-}
-
-// describeJSON names the kind of a JSON value for an error message.
-func describeJSON(v []byte) string {
-	for _, c := range v {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '{':
-			return "an object"
-		case '[':
-			return "an array"
-		case '"':
-			return "a string"
-		case 't', 'f':
-			return "a boolean"
-		case 'n':
-			return "null"
-		default:
-			return "a number"
-		}
-	}
-	return "empty"
 }
 
 // typeName names the common built-in types for error messages.
@@ -267,20 +190,4 @@ func typeName(oid uint32) string {
 		return fmt.Sprintf("%s (oid %d)", n, oid)
 	}
 	return fmt.Sprintf("oid %d", oid)
-}
-
-// formatUUID renders a uuid in its canonical text form.
-func formatUUID(id [16]byte) []byte {
-	const hex = "0123456789abcdef"
-	out := make([]byte, 36)
-	j := 0
-	for i, b := range id {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			out[j] = '-'
-			j++
-		}
-		out[j], out[j+1] = hex[b>>4], hex[b&0xf]
-		j += 2
-	}
-	return out
 }

@@ -47,14 +47,7 @@ func TestPoller_TwoRelaysNeverClaimTheSameRowAtOnce(t *testing.T) {
 		cfg.Mode = relay.ModePoll
 		cfg.Poll.InstanceID = name
 		cfg.Poll.BatchSize = 100
-		r, err := relay.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = r.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		b.startPoller(t, cfg)
 	}
 	b.waitStatus(t, "SENT", n, 60*time.Second)
 	if twice := pgtest.Count(t, b.pool, `SELECT count(*) FROM (SELECT event_id FROM claims GROUP BY 1 HAVING count(*) > 1) x`); twice != 0 {
@@ -162,16 +155,9 @@ func TestPoller_GapSweepDeliversEventsWrittenWhileTheSlotWasGone(t *testing.T) {
 // startPoller runs a poll-only relay (no slot to wait for).
 func (b *testBundle) startPoller(t *testing.T, cfg relay.Config) {
 	t.Helper()
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	stop := b.run(t, cfg)
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("poller stopped with %v", err)
 		}
 	})

@@ -11,15 +11,28 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
-	"sync"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/outage"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// KafkaConfig is how the relay reaches the cluster.
+type KafkaConfig = kafka.Config
+
+// Failure reasons in outbox.deliveries.failure_reason.
+const (
+	ReasonInvalidEvent        = store.ReasonInvalidEvent
+	ReasonInvalidTopic        = kafka.ReasonInvalidTopic
+	ReasonUnauthorizedOnTopic = kafka.ReasonUnauthorizedOnTopic
+	ReasonMessageTooLarge     = kafka.ReasonMessageTooLarge
+	ReasonRetriesExhausted    = store.ReasonRetriesExhausted
 )
 
 // Relay modes.
@@ -65,7 +78,11 @@ type Config struct {
 	// Retry is the policy given to events whose status row this relay creates.
 	Retry retry.Policy
 	// Rand draws retry jitter; seeded from the clock when nil.
-	Rand   *rand.Rand
+	Rand *rand.Rand
+	// Now is the clock of the poller and of retry settlement: nil means
+	// the database's now() (and Go's clock where Go keeps time). Tests set
+	// it to move through thresholds, backoff and grace periods at once.
+	Now    func() time.Time
 	Logger *zap.Logger
 }
 
@@ -132,122 +149,60 @@ var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // Relay streams outbox inserts to Kafka.
 type Relay struct {
-	cfg  Config
-	log  *zap.Logger
-	pool *pgxpool.Pool
-	// statusPool writes stream status rows with synchronous_commit off; the
-	// stream waits for the WAL flush itself before it confirms the slot.
-	statusPool *pgxpool.Pool
-	pub        *Publisher
-
-	kafkaClient sarama.Client // metadata lookups for the publisher
-
-	rndMu sync.Mutex // guards cfg.Rand
+	cfg    Config
+	log    *zap.Logger
+	store  *store.Store
+	settle *settler
 }
 
-// policyFor is the retry policy of an event, with its own max attempts if
-// it set one.
-func (r *Relay) policyFor(maxAttempts int32) retry.Policy {
-	p := r.cfg.Retry
-	if maxAttempts > 0 {
-		p.MaxAttempts = int(maxAttempts)
-	}
-	return p
-}
-
-// storedPolicy reads the policy fixed in a status row; rows without one (an
-// operator's resend of an event that had none) get this relay's.
-func (r *Relay) storedPolicy(stored []byte, maxAttempts int32) retry.Policy {
-	p, err := retry.ParsePolicy(stored, r.cfg.Retry)
-	if err != nil {
-		r.log.Warn("unreadable retry_policy in a status row; using the configured policy", zap.Error(err))
-		p = r.cfg.Retry
-	}
-	if maxAttempts > 0 {
-		p.MaxAttempts = int(maxAttempts)
-	}
-	return p
-}
-
-// settle turns a failed attempt (PENDING, attempts already counted) into its
-// next try, or into FAILED with RETRIES_EXHAUSTED when attempts are used up.
-// prev is the wait before this attempt.
-func (r *Relay) settle(res *result, p retry.Policy, prev time.Duration) {
-	if res.status != StatusPending {
-		return
-	}
-	if p.Exhausted(int(res.attempts)) {
-		res.status, res.reason = StatusFailed, ReasonRetriesExhausted
-		return
-	}
-	r.rndMu.Lock()
-	res.delay = p.Next(int(res.attempts), prev, r.cfg.Rand)
-	r.rndMu.Unlock()
-}
-
-// New checks cfg and opens the connection pool; it does not connect yet.
+// New checks cfg and opens the store's connection pools; it does not
+// connect yet. Close releases them.
 func New(cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	st, err := store.Open(cfg.DatabaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("--database-url: %w", err)
+		return nil, err
 	}
-	// The outbox tables swing from empty to millions of rows and back faster
-	// than autovacuum re-analyzes them. A generic plan made while
-	// outbox.deliveries looked empty scans it whole for every batch (a
-	// 200,000-event backlog took 54 s instead of 8), so the relay's own
-	// queries are planned for the table as it is at each execution. Status
-	// inserts (sc) have a plan whose shape cannot change (insertStatusSQL).
-	sc := pc.Copy()
-	if _, set := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
-		pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	if cfg.Now != nil {
+		st = st.WithClock(cfg.Now)
 	}
-	sc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	sc.ConnConfig.RuntimeParams["enable_seqscan"] = "off" // see insertStatusSQL
-	sc.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
-	if err != nil {
-		return nil, fmt.Errorf("--database-url: %w", err)
-	}
-	statusPool, err := pgxpool.NewWithConfig(context.Background(), sc)
-	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("--database-url: %w", err)
-	}
-	return &Relay{cfg: cfg, log: cfg.Logger, pool: pool, statusPool: statusPool}, nil
+	return &Relay{cfg: cfg, log: cfg.Logger, store: st,
+		settle: &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand}}, nil
 }
+
+// Close releases what New opened. Call it after Run has returned.
+func (r *Relay) Close() { r.store.Close() }
 
 // Run relays until ctx ends, then drains what is in flight, records its
 // statuses, confirms the slot and returns nil. Lost connections to
 // PostgreSQL or Kafka are retried with backoff; configuration problems that
 // retrying cannot fix are returned.
-func (r *Relay) Run(ctx context.Context) error {
-	defer r.pool.Close()
-	defer r.statusPool.Close()
-	if err := r.connectKafka(ctx); err != nil {
+func (r *Relay) Run(ctx context.Context) (err error) {
+	pub, err := kafka.Connect(ctx, r.cfg.Kafka, r.log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // ctx ended while Kafka was down
+		}
 		return err
 	}
-	if r.pub == nil {
-		return nil // ctx ended while Kafka was down
-	}
 	defer func() {
-		if err := r.pub.Close(); err != nil {
-			r.log.Warn("closing kafka producer", zap.Error(err))
+		if cerr := pub.Close(); cerr != nil {
+			r.log.Warn("closing kafka producer", zap.Error(cerr))
 		}
-		_ = r.kafkaClient.Close()
 	}()
 
 	slot := r.cfg.Slot
 	if r.cfg.Mode == ModePoll {
 		slot = ""
 	}
+	p := newPoller(r.cfg.Poll, r.store, pub, r.settle, r.cfg.Now, r.log, slot)
 	pollerDone := make(chan struct{})
 	go func() {
 		defer close(pollerDone)
-		newPoller(r, slot).run(ctx)
+		p.run(ctx)
 	}()
 	defer func() { <-pollerDone }()
 	if r.cfg.Mode == ModePoll {
@@ -255,11 +210,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
+	return r.stream(ctx, pub)
+}
 
-	bo := retry.Outage(500*time.Millisecond, 30*time.Second)
-	pg := newOutage(r.log, "postgres replication stream")
+// stream runs replication sessions one after another until ctx ends or a
+// setup error that retrying cannot fix.
+func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher) error {
+	bo := retry.Reconnect(500*time.Millisecond, 30*time.Second)
+	down := outage.New(r.log, "postgres replication stream")
 	for {
-		err := r.session(ctx, pg)
+		err := r.session(ctx, pub, down)
 		if ctx.Err() != nil {
 			return err
 		}
@@ -270,110 +230,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			bo.Reset()
 			continue
 		}
-		pg.failed(err)
-		if !sleep(ctx, bo.NextBackOff()) {
+		down.Failed(err)
+		if !outage.Sleep(ctx, bo.NextBackOff()) {
 			return nil
-		}
-	}
-}
-
-// connectKafka creates the producer, waiting for the cluster if it is down.
-func (r *Relay) connectKafka(ctx context.Context) error {
-	sc, err := r.cfg.Kafka.Sarama()
-	if err != nil {
-		return err
-	}
-	bo := retry.Outage(500*time.Millisecond, 30*time.Second)
-	o := newOutage(r.log, "kafka")
-	// One client for metadata lookups lives as long as the relay; producers
-	// come and go with outages.
-	var client sarama.Client
-	connect := func() (sarama.AsyncProducer, error) { return sarama.NewAsyncProducer(r.cfg.Kafka.Brokers, sc) }
-	for {
-		var err error
-		if client == nil {
-			client, err = sarama.NewClient(r.cfg.Kafka.Brokers, sc)
-		}
-		var producer sarama.AsyncProducer
-		if err == nil {
-			producer, err = connect()
-		}
-		if err == nil {
-			o.ok()
-			r.kafkaClient = client
-			r.pub = newPublisher(producer, connect, client.Partitions, retry.Outage(200*time.Millisecond, 30*time.Second), r.log)
-			return nil
-		}
-		var cerr sarama.ConfigurationError
-		if errors.As(err, &cerr) {
-			return fmt.Errorf("kafka configuration: %w", err)
-		}
-		o.failed(err)
-		if !sleep(ctx, bo.NextBackOff()) {
-			return nil
-		}
-	}
-}
-
-// sleep waits d or until ctx ends, reporting whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// outage logs a dependency going down once, and its recovery once. A
-// session's stages share one, so it is safe for concurrent use.
-type outage struct {
-	log   *zap.Logger
-	what  string
-	mu    sync.Mutex
-	down  bool
-	since time.Time
-}
-
-func newOutage(log *zap.Logger, what string) *outage { return &outage{log: log, what: what} }
-
-func (o *outage) failed(err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.down {
-		o.log.Debug(o.what+" still unavailable", zap.Error(err))
-		return
-	}
-	o.down, o.since = true, time.Now()
-	o.log.Warn(o.what+" unavailable; retrying with backoff", zap.Error(err))
-}
-
-func (o *outage) ok() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.down {
-		o.down = false
-		o.log.Info(o.what+" recovered", zap.Duration("outage", time.Since(o.since).Round(time.Millisecond)))
-	}
-}
-
-// retryDB runs op until it succeeds or ctx ends, backing off in between.
-func retryDB(ctx context.Context, o *outage, op func(context.Context) error) error {
-	bo := retry.Outage(100*time.Millisecond, 10*time.Second)
-	for {
-		err := op(ctx)
-		if err == nil {
-			o.ok()
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		o.failed(err)
-		if !sleep(ctx, bo.NextBackOff()) {
-			return ctx.Err()
 		}
 	}
 }

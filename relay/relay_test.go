@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 	"github.com/outbox-relay/outbox-relay/relay"
@@ -47,9 +48,10 @@ func (b *testBundle) config(t *testing.T) relay.Config {
 	}
 }
 
-// startRelay runs a relay in the background; the returned stop ends it
-// gracefully and returns Run's error. It is also called at cleanup.
-func (b *testBundle) startRelay(t *testing.T, cfg relay.Config) (stop func() error) {
+// run runs a relay in the background; the returned stop ends it
+// gracefully, releases it and returns Run's error. It is also called at
+// cleanup.
+func (b *testBundle) run(t *testing.T, cfg relay.Config) (stop func() error) {
 	t.Helper()
 	r, err := relay.New(cfg)
 	if err != nil {
@@ -66,6 +68,7 @@ func (b *testBundle) startRelay(t *testing.T, cfg relay.Config) (stop func() err
 			cancel()
 			select {
 			case runErr = <-done:
+				r.Close()
 			case <-time.After(60 * time.Second):
 				t.Fatal("relay did not stop within 60s of cancellation")
 			}
@@ -73,6 +76,13 @@ func (b *testBundle) startRelay(t *testing.T, cfg relay.Config) (stop func() err
 		return runErr
 	}
 	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// startRelay runs a relay (see run) and waits until it streams.
+func (b *testBundle) startRelay(t *testing.T, cfg relay.Config) (stop func() error) {
+	t.Helper()
+	stop = b.run(t, cfg)
 	b.waitStreaming(t, cfg)
 	return stop
 }
@@ -193,9 +203,9 @@ func TestRelay_DeliversCommittedEventsWithKeyPayloadHeadersAndStatus(t *testing.
 	}
 	lastSeq := map[string]int{}
 	for _, rec := range recs {
-		id, ok := header(rec, relay.HeaderEventID)
+		id, ok := header(rec, kafka.HeaderEventID)
 		if !ok {
-			t.Fatalf("record at %d/%d has no %s header", rec.Partition, rec.Offset, relay.HeaderEventID)
+			t.Fatalf("record at %d/%d has no %s header", rec.Partition, rec.Offset, kafka.HeaderEventID)
 		}
 		want, ok := rows[id]
 		if !ok {
@@ -207,8 +217,8 @@ func TestRelay_DeliversCommittedEventsWithKeyPayloadHeadersAndStatus(t *testing.
 		if string(rec.Value) != want.payload {
 			t.Errorf("event %s: value %q, want payload::text %q", id, rec.Value, want.payload)
 		}
-		if et, _ := header(rec, relay.HeaderEventType); et != want.eventType {
-			t.Errorf("event %s: %s header %q, want %q", id, relay.HeaderEventType, et, want.eventType)
+		if et, _ := header(rec, kafka.HeaderEventType); et != want.eventType {
+			t.Errorf("event %s: %s header %q, want %q", id, kafka.HeaderEventType, et, want.eventType)
 		}
 		var hs map[string]string
 		_ = json.Unmarshal([]byte(want.headers), &hs)

@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
-	"github.com/outbox-relay/outbox-relay/relay"
 )
 
 func TestRelay_GracefulStopAndRestartDeliversEverythingExactlyOnce(t *testing.T) {
@@ -44,7 +44,7 @@ func (b *testBundle) expectEachEventOnce(t *testing.T, n int, topic string) {
 	recs := kafkatest.Consume(t, b.brokers, n, 30*time.Second, topic)
 	seen := map[string]int{}
 	for _, r := range recs {
-		id, _ := header(r, relay.HeaderEventID)
+		id, _ := header(r, kafka.HeaderEventID)
 		seen[id]++
 	}
 	dups := 0

@@ -8,34 +8,55 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/outage"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
 // batch is a run of consecutive events travelling the pipeline together.
 type batch struct {
 	events   []event
 	bytes    int
-	lastSeq  uint64
+	lastSeq  uint64       // the session's count of events up to the last of this batch
 	replayed bool         // holds events that may already have a status row
 	pending  atomic.Int32 // outcomes still to come, +1 while being fed
 	done     chan struct{}
 }
 
-// seal links every event to its batch and its message to the event, once
-// the events slice no longer grows.
-func (b *batch) seal() {
-	for i := range b.events {
-		e := &b.events[i]
-		e.batch = b
-		e.msg.Metadata = e
-	}
+func newBatch(capacity int) *batch {
+	return &batch{events: make([]event, 0, capacity), done: make(chan struct{})}
 }
+
+// Done implements kafka.Receiver: one of b's events has its outcome.
+func (b *batch) Done(*kafka.Message) { b.complete() }
 
 func (b *batch) complete() {
 	if b.pending.Add(-1) == 0 {
 		close(b.done)
 	}
+}
+
+// messages returns, appended to msgs, b's events to hand to Kafka, in
+// order: events that already have a status row are skipped and rows that
+// cannot be messages are left to settle as INVALID_EVENT, each completing
+// one of b's pending counts.
+func (b *batch) messages(msgs []*kafka.Message, log *zap.Logger) []*kafka.Message {
+	for i := range b.events {
+		e := &b.events[i]
+		switch {
+		case e.skip:
+			b.complete()
+		case e.invalid != "":
+			log.Warn("invalid event", zap.String("event_id", string(kafka.FormatUUID(e.id))), zap.String("error", e.invalid))
+			b.complete()
+		default:
+			msgs = append(msgs, &e.Message)
+		}
+	}
+	return msgs
 }
 
 // session is one replication connection's worth of relaying. Stages, each
@@ -45,16 +66,21 @@ func (b *batch) complete() {
 //	             → produce:  skip rows that have a status, hand the rest to Kafka
 //	             → write:    one status statement per group of finished batches
 //	                         (lingering StatusLinger for more), in order,
-//	                         committed without waiting for the flush
-//	             → flushed:  one synchronous barrier commit for all written so
-//	                         far, at most every barrierEvery; then the tracker
-//	                         may confirm the slot.
+//	                         committed without waiting for the WAL flush
+//	             → barrier:  one synchronous commit for all written so far, at
+//	                         most every barrierEvery; then the tracker may
+//	                         confirm the slot.
+//
+// The stages after consume run in an errgroup: one that fails ends the
+// session with its error.
 type session struct {
 	r      *Relay
+	pub    *kafka.Publisher
 	tr     *tracker
 	win    *window
-	hard   context.Context // ends only when the graceful drain gives up
-	pgDown *outage
+	drain  context.Context // ends when the graceful drain gives up
+	hard   context.Context // ends when the drain gives up or a stage fails
+	pgDown *outage.Log
 
 	seq        uint64
 	commitTime time.Time
@@ -69,16 +95,13 @@ type session struct {
 
 	toProduce chan *batch
 	toWrite   chan *batch
-	toFlush   chan uint64 // last seq of each written status group, in order
-	produced  chan struct{}
-	written   chan struct{}
-	durable   chan struct{}
+	toBarrier chan uint64 // lastSeq of each written status group, in order
 }
 
-func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
+func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *outage.Log) error {
 	// Read before streaming starts: every status row written by an earlier
 	// session of this process is committed by now.
-	ceiling, err := readStatusCeiling(ctx, r.pool, r.cfg.Poll.GapGrace)
+	ceiling, err := readStatusCeiling(ctx, r.store, r.cfg.Poll.GapGrace)
 	if err != nil {
 		return err
 	}
@@ -89,55 +112,31 @@ func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 	if err != nil {
 		return err
 	}
-	streamOutage.ok()
+	streamDown.Recovered()
 	r.log.Info("streaming", zap.String("slot", r.cfg.Slot), zap.Stringer("lsn", stream.StartLSN()))
 
-	hard, giveUp := context.WithCancel(context.WithoutCancel(ctx))
+	drain, giveUp := context.WithCancel(context.WithoutCancel(ctx))
 	defer giveUp()
 	stopDrainTimer := context.AfterFunc(ctx, func() {
 		time.AfterFunc(r.cfg.ShutdownTimeout, giveUp)
 	})
 	defer stopDrainTimer()
-
+	g, hard := errgroup.WithContext(drain)
 	s := &session{
-		r: r, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
+		r: r, pub: pub, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
 		replayUntil: stream.ReplayUntil(), ceiling: ceiling,
-		hard: hard, pgDown: newOutage(r.log, "postgres"),
+		drain: drain, hard: hard, pgDown: outage.New(r.log, "postgres"),
 		layouts:   map[*cdc.Relation]*layout{},
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
-		toFlush:   make(chan uint64, r.cfg.MaxInFlight),
-		produced:  make(chan struct{}),
-		written:   make(chan struct{}),
-		durable:   make(chan struct{}),
+		toBarrier: make(chan uint64, r.cfg.MaxInFlight),
 	}
-	readCtx, stopReading := context.WithCancel(ctx)
-	defer stopReading()
-	changes := make(chan cdc.Change, min(r.cfg.BatchSize, 4096))
-	recvErr := make(chan error, 1)
-	go func() {
-		defer close(changes)
-		recvErr <- stream.Receive(readCtx, changes, s.tr)
-	}()
-	go s.produce()
-	go s.write()
-	go s.flushed()
+	g.Go(s.produce)
+	g.Go(s.write)
+	g.Go(s.barrier)
 
-	consumeErr := s.consume(changes)
-	if consumeErr != nil {
-		stopReading()
-		for range changes { //nolint:revive // let Receive return
-		}
-	}
-	s.flush()
-	close(s.toProduce)
-	close(s.toWrite)
-	<-s.produced
-	<-s.written
-	close(s.toFlush)
-	<-s.durable
-	err = errors.Join(consumeErr, <-recvErr)
-	if hard.Err() != nil {
+	err = errors.Join(s.read(ctx, stream), g.Wait())
+	if drain.Err() != nil {
 		r.log.Warn("shutdown timeout: gave up on events still in flight; they will be replayed",
 			zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
 	}
@@ -145,6 +144,42 @@ func (r *Relay) session(ctx context.Context, streamOutage *outage) error {
 		err = cerr
 	}
 	r.log.Info("stream stopped", zap.Stringer("confirmed_lsn", s.tr.Confirmed()))
+	return err
+}
+
+// read receives from the stream and consumes what it brings until ctx ends,
+// the stream fails or a stage does, then ships the last batch and closes
+// the stages' input. It returns the stream's or consume's error.
+func (s *session) read(ctx context.Context, stream *cdc.Stream) error {
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	defer context.AfterFunc(s.hard, stopReading)()
+	changes := make(chan cdc.Change, min(s.r.cfg.BatchSize, 4096))
+	recvErr := make(chan error, 1)
+	go func() {
+		defer close(changes)
+		recvErr <- stream.Receive(readCtx, changes, s.tr)
+	}()
+	err := s.consume(changes)
+	if err == nil {
+		err = s.ship()
+	}
+	if err != nil {
+		stopReading()
+		for range changes { //nolint:revive // let Receive return
+		}
+	}
+	close(s.toProduce)
+	close(s.toWrite)
+	return errors.Join(s.gaveUp(err), <-recvErr)
+}
+
+// gaveUp drops err if it only says that the drain gave up (logged once by
+// session): that is a stop, not a failure.
+func (s *session) gaveUp(err error) error {
+	if s.drain.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
 	return err
 }
 
@@ -156,7 +191,9 @@ func (s *session) consume(changes <-chan cdc.Change) error {
 		select {
 		case ch, ok = <-changes:
 		default:
-			s.flush() // nothing else waiting: send what we have now
+			if err := s.ship(); err != nil { // nothing else waiting: send what we have now
+				return err
+			}
 			ch, ok = <-changes
 		}
 		if !ok {
@@ -186,80 +223,87 @@ func (s *session) add(ch cdc.Change) error {
 		s.layouts[ch.Relation] = l
 	}
 	if s.cur == nil {
-		s.cur = &batch{events: make([]event, 0, 8), done: make(chan struct{})}
+		s.cur = newBatch(8)
 	}
 	s.seq++
 	b := s.cur
-	b.events = append(b.events, event{seq: s.seq}) // linked to b at seal
+	b.events = append(b.events, event{})
 	b.replayed = b.replayed || s.replaying
 	e := &b.events[len(b.events)-1]
 	l.fill(e, ch.Values, s.commitTime)
 	b.bytes += max(e.size, 64)
 	if len(b.events) >= s.r.cfg.BatchSize || b.bytes >= s.r.cfg.MaxInFlightBytes/4 {
-		s.flush()
+		return s.ship()
 	}
 	return nil
 }
 
-// flush ships the current batch once the window has room for it.
-func (s *session) flush() {
+// ship sends the current batch down the pipeline once the window has room
+// for it.
+func (s *session) ship() error {
 	b := s.cur
 	if b == nil || len(b.events) == 0 {
-		return
+		return nil
 	}
 	s.cur = nil
-	b.seal()
 	b.lastSeq = s.seq
-	s.win.acquire(len(b.events), b.bytes)
+	if err := s.win.acquire(s.hard, len(b.events), b.bytes); err != nil {
+		return err
+	}
 	b.pending.Store(int32(len(b.events)) + 1)
 	s.toWrite <- b
 	s.toProduce <- b
+	return nil
 }
 
 // produce skips events that already have a status row, records invalid ones
 // and hands the rest to Kafka, in order.
-func (s *session) produce() {
-	defer close(s.produced)
+func (s *session) produce() error {
 	ids := make([][16]byte, 0, s.r.cfg.BatchSize)
+	var msgs []*kafka.Message
 	for b := range s.toProduce {
-		var err error
 		if b.replayed {
-			err = retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
-				return markExisting(ctx, s.r.pool, s.ceiling, b, ids)
+			err := outage.Retry(s.hard, s.pgDown, func(ctx context.Context) error {
+				return s.ceiling.markExisting(ctx, s.r.store, b, ids)
 			})
+			if err != nil {
+				return s.gaveUp(err)
+			}
 		}
-		if err == nil { // otherwise giving up: the outcomes will never be written
-			_ = s.r.publishBatch(s.hard, b)
+		msgs = b.messages(msgs[:0], s.r.log)
+		if err := s.pub.Publish(s.hard, msgs, b); err != nil {
+			return s.gaveUp(err)
 		}
 		b.complete()
 	}
+	return nil
 }
 
 // missingEventPatience is how long status rows wait for their events to
 // become visible before the relay concludes they were deleted.
 const missingEventPatience = 10 * time.Second
 
-// writeStatuses writes rows, retrying while PostgreSQL is unreachable. A
+// writeOutcomes writes rows, retrying while PostgreSQL is unreachable. A
 // walsender sends a commit once it is in the WAL, a moment before other
 // sessions can see it, so an event can briefly be invisible and its row left
 // out: the statement is run again (rows already written are left alone)
 // until every event is seen. One still missing after missingEventPatience
 // was deleted; its status is dropped rather than blocking the stream.
-func (s *session) writeStatuses(rows *statusRows) error {
+func (s *session) writeOutcomes(rows *store.Outcomes, policy []byte) error {
 	deadline := time.Now().Add(missingEventPatience)
-	return retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
+	return outage.Retry(s.hard, s.pgDown, func(ctx context.Context) error {
 		wait := time.Millisecond
 		for {
-			visible, err := rows.write(ctx, s.r.statusPool)
-			if err != nil || visible == len(rows.ids) {
+			visible, err := s.r.store.InsertOutcomes(ctx, rows, policy)
+			if err != nil || visible == rows.Len() {
 				return err
 			}
 			if time.Now().After(deadline) {
 				s.r.log.Warn("events were deleted before their delivery status could be recorded; statuses written for the rest",
-					zap.Int("batch", len(rows.ids)), zap.Int("deleted", len(rows.ids)-visible))
+					zap.Int("batch", rows.Len()), zap.Int("deleted", rows.Len()-visible))
 				return nil
 			}
-			if !sleep(ctx, wait) {
+			if !outage.Sleep(ctx, wait) {
 				return ctx.Err()
 			}
 			wait = min(2*wait, 50*time.Millisecond)
@@ -267,81 +311,38 @@ func (s *session) writeStatuses(rows *statusRows) error {
 	})
 }
 
-// write records outcomes in order, one statement for as many finished
-// batches as fit in BatchSize rows and finish within StatusLinger of the
-// first, then lets the tracker advance. Lingering costs no latency (the
-// events are on Kafka already) and saves statements when events come one
-// transaction at a time.
-func (s *session) write() {
-	defer close(s.written)
-	rows := &statusRows{policy: s.r.cfg.Retry.JSON()}
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	var group []*batch
-	var next *batch
+// write records outcomes in order, one statement for each group of finished
+// batches (nextGroup), then hands the group to the barrier.
+func (s *session) write() error {
+	defer close(s.toBarrier)
+	policy := s.r.cfg.Retry.JSON()
+	rows := &store.Outcomes{}
+	g := &grouper{in: s.toWrite, hard: s.hard, max: s.r.cfg.BatchSize, linger: s.r.cfg.StatusLinger}
 	for {
-		b := next
-		next = nil
-		if b == nil {
-			var ok bool
-			if b, ok = <-s.toWrite; !ok {
-				return
-			}
+		group, err := g.next()
+		if err != nil || group == nil {
+			return s.gaveUp(err)
 		}
-		select {
-		case <-b.done:
-		case <-s.hard.Done():
-			return
-		}
-		group = append(group[:0], b)
-		n := len(b.events)
-		linger.Reset(s.r.cfg.StatusLinger)
-	more:
-		for n < s.r.cfg.BatchSize {
-			select {
-			case nb, ok := <-s.toWrite:
-				if !ok {
-					break more // stopping: write what is here now
-				}
-				select {
-				case <-nb.done:
-					group = append(group, nb)
-					n += len(nb.events)
-				case <-linger.C:
-					next = nb
-					break more
-				case <-s.hard.Done():
-					return
-				}
-			case <-linger.C:
-				break more
-			case <-s.hard.Done():
-				return
-			}
-		}
-		linger.Stop()
-		rows.reset()
-		for _, g := range group {
-			for i := range g.events {
-				if e := &g.events[i]; !e.skip {
-					pol := s.r.policyFor(e.maxAttempts)
-					s.r.settle(&e.res, pol, 0)
-					rows.add(e, int32(pol.MaxAttempts))
+		rows.Reset()
+		for _, b := range group {
+			for i := range b.events {
+				if e := &b.events[i]; !e.skip {
+					rows.Add(s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0))
 				}
 			}
 		}
-		if err := s.writeStatuses(rows); err != nil {
-			return
+		if err := s.writeOutcomes(rows, policy); err != nil {
+			return s.gaveUp(err)
 		}
 		// The rows are written: the events may leave memory. They count as
-		// durable after the next barrier (flushed).
-		for _, g := range group {
-			s.win.release(len(g.events), g.bytes)
+		// durable after the next barrier.
+		for _, b := range group {
+			s.win.release(len(b.events), b.bytes)
 		}
 		select {
-		case s.toFlush <- group[len(group)-1].lastSeq:
+		case s.toBarrier <- group[len(group)-1].lastSeq:
 		case <-s.hard.Done():
-			return
+			return s.gaveUp(s.hard.Err())
 		}
 	}
 }
@@ -350,21 +351,20 @@ func (s *session) write() {
 // StatusInterval at most, so more frequent flushes would buy nothing.
 const barrierEvery = 20 * time.Millisecond
 
-// flushed tells the tracker about status rows once they are on disk. Status
+// barrier tells the tracker about status rows once they are on disk. Status
 // statements commit without waiting for their own WAL flush; this takes
-// every group committed so far and runs one synchronous commit after them
-// (the barrier): when it returns, the WAL is on disk past all of them. One
-// flush so serves many statements, as a group commit does, and the slot
-// still never moves past a status row that is not durable.
-func (s *session) flushed() {
-	defer close(s.durable)
+// every group written so far and runs one synchronous commit after them:
+// when it returns, the WAL is on disk past all of them. One flush so serves
+// many statements, as a group commit does, and the slot still never moves
+// past a status row that is not durable.
+func (s *session) barrier() error {
 	spacing := time.NewTimer(time.Hour)
 	spacing.Stop()
-	for last := range s.toFlush {
+	for last := range s.toBarrier {
 	more:
 		for {
 			select {
-			case n, ok := <-s.toFlush:
+			case n, ok := <-s.toBarrier:
 				if !ok {
 					break more
 				}
@@ -373,18 +373,16 @@ func (s *session) flushed() {
 				break more
 			}
 		}
-		if err := retryDB(s.hard, s.pgDown, func(ctx context.Context) error {
-			_, err := s.r.pool.Exec(ctx, barrierSQL)
-			return err
-		}); err != nil {
-			return
+		if err := outage.Retry(s.hard, s.pgDown, s.r.store.Barrier); err != nil {
+			return s.gaveUp(err)
 		}
 		s.tr.madeDurable(last)
 		spacing.Reset(barrierEvery)
 		select {
 		case <-spacing.C:
 		case <-s.hard.Done():
-			return
+			return s.gaveUp(s.hard.Err())
 		}
 	}
+	return nil
 }

@@ -1,6 +1,9 @@
 package relay
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // window bounds what is in flight (handed to the pipeline, no status row
 // yet), in events and bytes, so memory stays flat whatever the transaction
@@ -18,16 +21,33 @@ func newWindow(maxEvents, maxBytes int) *window {
 	return w
 }
 
-// acquire waits for room for n events of size bytes. An empty window always
-// has room, so one oversized batch cannot deadlock.
-func (w *window) acquire(n, bytes int) {
+// acquire waits for room for n events of size bytes, or until ctx ends
+// (returning its error). An empty window always has room, so one oversized
+// batch cannot deadlock.
+func (w *window) acquire(ctx context.Context, n, bytes int) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.events > 0 && (w.events+n > w.maxEvents || w.bytes+bytes > w.maxBytes) {
-		w.cond.Wait()
+	if w.full(n, bytes) {
+		defer context.AfterFunc(ctx, func() {
+			w.mu.Lock()
+			w.cond.Broadcast()
+			w.mu.Unlock()
+		})()
+		for w.full(n, bytes) && ctx.Err() == nil {
+			w.cond.Wait()
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	w.events += n
 	w.bytes += bytes
+	return nil
+}
+
+// full reports, with w.mu held, whether n more events of size bytes must wait.
+func (w *window) full(n, bytes int) bool {
+	return w.events > 0 && (w.events+n > w.maxEvents || w.bytes+bytes > w.maxBytes)
 }
 
 func (w *window) release(n, bytes int) {

@@ -12,31 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 )
-
-// failedSQL pages through outbox.failed_events, newest last, after a given
-// event (keyset on failed_at, event_id), with optional filters.
-const failedSQL = `
-SELECT event_id::text, topic, coalesce(key, ''), coalesce(event_type, ''), failure_reason, coalesce(last_error, ''),
-       attempts, failed_at
-FROM outbox.failed_events f
-WHERE ($1::text IS NULL OR topic = $1)
-  AND ($2::text IS NULL OR event_type = $2)
-  AND ($3::text IS NULL OR failure_reason = $3)
-  AND ($4::timestamptz IS NULL OR failed_at >= $4)
-  AND ($5::timestamptz IS NULL OR failed_at < $5)
-  AND ($6::uuid IS NULL OR (failed_at, event_id) >
-       (SELECT failed_at, event_id FROM outbox.failed_events WHERE event_id = $6))
-ORDER BY failed_at, event_id
-LIMIT $7`
-
-const failedCountSQL = `
-SELECT count(*) FROM outbox.failed_events
-WHERE ($1::text IS NULL OR topic = $1)
-  AND ($2::text IS NULL OR event_type = $2)
-  AND ($3::text IS NULL OR failure_reason = $3)
-  AND ($4::timestamptz IS NULL OR failed_at >= $4)
-  AND ($5::timestamptz IS NULL OR failed_at < $5)`
 
 // failedFilter is the filter the failed and resend commands share.
 type failedFilter struct {
@@ -51,13 +28,11 @@ func (f *failedFilter) register(fs *flagenv.Set) {
 	fs.StringVar(&f.until, "until", "", "failed before: RFC 3339 time, or a duration ago such as 30m")
 }
 
-// args returns the filter as SQL parameters ($1 to $5 above).
-func (f *failedFilter) args(now time.Time) ([]any, error) {
+// filter returns the store's filter; --since and --until bound failed_at.
+func (f *failedFilter) filter(now time.Time) (store.FailedFilter, error) {
 	since, until, err := parseRange(now, "--since", f.since, "--until", f.until)
-	if err != nil {
-		return nil, err
-	}
-	return []any{nullable(f.topic), nullable(f.eventType), nullable(strings.ToUpper(f.reason)), since, until}, nil
+	return store.FailedFilter{Topic: f.topic, EventType: f.eventType, Reason: strings.ToUpper(f.reason),
+		Since: since, Until: until}, err
 }
 
 // parseRange reads a from/to pair of flags (see parseWhen).
@@ -68,13 +43,6 @@ func parseRange(now time.Time, fromFlag, from, toFlag, to string) (*time.Time, *
 	}
 	t, err := parseWhen(toFlag, to, now)
 	return f, t, err
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 func parseWhen(flag, v string, now time.Time) (*time.Time, error) {
@@ -91,15 +59,16 @@ func parseWhen(flag, v string, now time.Time) (*time.Time, error) {
 	return nil, fmt.Errorf("%s: %q is neither an RFC 3339 time nor a duration such as 2h", flag, v)
 }
 
-func connect(ctx context.Context, dbURL string) (*pgx.Conn, error) {
+// connect opens a store on one connection; close it with the returned func.
+func connect(ctx context.Context, dbURL string) (*store.Store, func(), error) {
 	if dbURL == "" {
-		return nil, fmt.Errorf("--database-url is required (or OUTBOX_DATABASE_URL)")
+		return nil, nil, fmt.Errorf("--database-url is required (or OUTBOX_DATABASE_URL)")
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to postgres: %w", err)
+		return nil, nil, fmt.Errorf("connecting to postgres: %w", err)
 	}
-	return conn, nil
+	return store.New(conn), func() { conn.Close(context.WithoutCancel(ctx)) }, nil
 }
 
 func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -124,54 +93,47 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if limit < 1 {
 		return fmt.Errorf("--limit must be at least 1")
 	}
-	params, err := f.args(time.Now())
+	filter, err := f.filter(time.Now())
 	if err != nil {
 		return err
 	}
-	conn, err := connect(ctx, dbURL)
+	st, closeDB, err := connect(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer closeDB()
 	if count {
-		var n int64
-		if err := conn.QueryRow(ctx, failedCountSQL, params...).Scan(&n); err != nil {
-			return fmt.Errorf("counting failed events: %w", err)
+		n, err := st.CountFailed(ctx, filter)
+		if err != nil {
+			return err
 		}
 		fmt.Fprintln(stdout, n)
 		return nil
 	}
-	rows, err := conn.Query(ctx, failedSQL, append(params, nullable(after), limit)...)
+	list, err := st.FailedPage(ctx, filter, after, limit)
 	if err != nil {
-		return fmt.Errorf("listing failed events: %w", err)
-	}
-	type failed struct {
-		EventID   string    `json:"event_id"`
-		Topic     string    `json:"topic"`
-		Key       string    `json:"key"`
-		EventType string    `json:"event_type"`
-		Reason    string    `json:"failure_reason"`
-		LastError string    `json:"last_error"`
-		Attempts  int       `json:"attempts"`
-		FailedAt  time.Time `json:"failed_at"`
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (failed, error) {
-		var f failed
-		err := r.Scan(&f.EventID, &f.Topic, &f.Key, &f.EventType, &f.Reason, &f.LastError, &f.Attempts, &f.FailedAt)
-		return f, err
-	})
-	if err != nil {
-		return fmt.Errorf("listing failed events: %w", err)
+		return err
 	}
 	if format == "json" {
-		enc := json.NewEncoder(stdout)
-		for _, f := range list {
-			if err := enc.Encode(f); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeJSONLines(stdout, list)
 	}
+	return writeFailedTable(stdout, stderr, list, limit)
+}
+
+// writeJSONLines writes one JSON object per line.
+func writeJSONLines[T any](w io.Writer, list []T) error {
+	enc := json.NewEncoder(w)
+	for _, v := range list {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFailedTable writes a page of failed events for a person, and on
+// stderr how to get the next page when there may be one.
+func writeFailedTable(stdout, stderr io.Writer, list []store.Failed, limit int) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EVENT ID\tTOPIC\tKEY\tEVENT TYPE\tREASON\tATTEMPTS\tFAILED AT\tLAST ERROR")
 	for _, f := range list {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
 func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -35,26 +36,25 @@ func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
-	conn, err := connect(ctx, dbURL)
+	st, closeDB, err := connect(ctx, dbURL)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer closeDB()
 	if failed {
-		var n int64
-		err := conn.QueryRow(ctx, `SELECT outbox.resend_failed($1, $2, $3, $4, $5)`,
-			nullable(topic), nullable(eventType), fromT, toT, nullable(strings.ToUpper(reason))).Scan(&n)
+		n, err := st.ResendFailed(ctx, store.FailedFilter{Topic: topic, EventType: eventType,
+			Reason: strings.ToUpper(reason), Since: fromT, Until: toT})
 		if err != nil {
-			return fmt.Errorf("resending failed events: %w", err)
+			return err
 		}
 		fmt.Fprintf(stdout, "resent %d failed events\n", n)
 		return nil
 	}
 	missing := 0
 	for _, id := range ids {
-		var ok bool
-		if err := conn.QueryRow(ctx, `SELECT outbox.resend($1::uuid)`, id).Scan(&ok); err != nil {
-			return fmt.Errorf("resending %s: %w", id, err)
+		ok, err := st.Resend(ctx, id)
+		if err != nil {
+			return err
 		}
 		if !ok {
 			missing++

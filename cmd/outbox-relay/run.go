@@ -18,6 +18,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -40,14 +41,14 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.Int(&c.MaxInFlightBytes, "max-in-flight-bytes", relay.MaxInFlightBytesDefault, "bytes of such events, at most")
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", relay.ShutdownTimeoutDefault, "how long a graceful stop may take to drain")
 	fs.List(&k.Brokers, "kafka-brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
-	fs.String(&k.Version, "kafka-version", relay.KafkaVersionDefault, "Kafka protocol version the cluster speaks (2.8.0 or newer)")
-	fs.String(&k.ClientID, "kafka-client-id", relay.KafkaClientIDDefault, "Kafka client id")
-	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", relay.KafkaMaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE")
-	fs.String(&k.Compression, "kafka-compression", relay.KafkaCompressionDefault, "none, gzip, snappy, lz4 or zstd")
+	fs.String(&k.Version, "kafka-version", kafka.VersionDefault, "Kafka protocol version the cluster speaks (2.8.0 or newer)")
+	fs.String(&k.ClientID, "kafka-client-id", kafka.ClientIDDefault, "Kafka client id")
+	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", kafka.MaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE")
+	fs.String(&k.Compression, "kafka-compression", kafka.CompressionDefault, "none, gzip, snappy, lz4 or zstd")
 	fs.Duration(&k.Linger, "kafka-linger", 0, "how long the producer waits to fill a batch")
-	fs.Int(&k.MetadataRetries, "kafka-metadata-retries", relay.KafkaMetadataRetriesDefault, "metadata refresh attempts per lookup")
-	fs.Duration(&k.DialTimeout, "kafka-dial-timeout", relay.KafkaDialTimeoutDefault, "broker connection timeout")
-	fs.Duration(&k.RequestTimeout, "kafka-request-timeout", relay.KafkaRequestTimeoutDefault, "produce request timeout")
+	fs.Int(&k.MetadataRetries, "kafka-metadata-retries", kafka.MetadataRetriesDefault, "metadata refresh attempts per lookup")
+	fs.Duration(&k.DialTimeout, "kafka-dial-timeout", kafka.DialTimeoutDefault, "broker connection timeout")
+	fs.Duration(&k.RequestTimeout, "kafka-request-timeout", kafka.RequestTimeoutDefault, "produce request timeout")
 	fs.String(&k.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: empty (none) or PLAIN")
 	fs.String(&k.SASLUser, "kafka-sasl-user", "", "SASL user")
 	fs.String(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
@@ -124,6 +125,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if err != nil {
 		return err
 	}
+	defer r.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := make(chan os.Signal, 2)

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
-	"github.com/outbox-relay/outbox-relay/relay"
 )
 
 // writer inserts events in transactions of 1 to 100 rows until stop is
@@ -63,7 +63,7 @@ func deliveredOnce(t *testing.T, e *env, total int) int {
 	seen := map[string]int{}
 	for _, r := range recs {
 		for _, h := range r.Headers {
-			if h.Key == relay.HeaderEventID {
+			if h.Key == kafka.HeaderEventID {
 				seen[string(h.Value)]++
 			}
 		}

@@ -1,4 +1,4 @@
-package relay
+package kafka
 
 import (
 	"cmp"
@@ -20,19 +20,19 @@ import (
 // sarama documents the switch as process-wide.
 var noSaramaMetrics = sync.OnceFunc(func() { metrics.UseNilMetrics = true })
 
-// Defaults for KafkaConfig.
+// Defaults for Config.
 const (
-	KafkaVersionDefault         = "2.8.0"
-	KafkaClientIDDefault        = "outbox-relay"
-	KafkaMaxMessageBytesDefault = 1000000
-	KafkaCompressionDefault     = "none"
-	KafkaMetadataRetriesDefault = 3
-	KafkaDialTimeoutDefault     = 10 * time.Second
-	KafkaRequestTimeoutDefault  = 10 * time.Second
+	VersionDefault         = "2.8.0"
+	ClientIDDefault        = "outbox-relay"
+	MaxMessageBytesDefault = 1000000
+	CompressionDefault     = "none"
+	MetadataRetriesDefault = 3
+	DialTimeoutDefault     = 10 * time.Second
+	RequestTimeoutDefault  = 10 * time.Second
 )
 
-// KafkaConfig is how the relay reaches the cluster.
-type KafkaConfig struct {
+// Config is how the relay reaches the cluster.
+type Config struct {
 	Brokers []string
 	// Version is the lowest Kafka protocol version the cluster speaks (2.8.0 or newer).
 	Version  string
@@ -62,21 +62,21 @@ type KafkaConfig struct {
 	TLSInsecureSkipVerify bool
 }
 
-func (k KafkaConfig) withDefaults() KafkaConfig {
-	k.Version = cmp.Or(k.Version, KafkaVersionDefault)
-	k.ClientID = cmp.Or(k.ClientID, KafkaClientIDDefault)
-	k.MaxMessageBytes = cmp.Or(k.MaxMessageBytes, KafkaMaxMessageBytesDefault)
-	k.Compression = cmp.Or(k.Compression, KafkaCompressionDefault)
-	k.MetadataRetries = cmp.Or(k.MetadataRetries, KafkaMetadataRetriesDefault)
-	k.DialTimeout = cmp.Or(k.DialTimeout, KafkaDialTimeoutDefault)
-	k.RequestTimeout = cmp.Or(k.RequestTimeout, KafkaRequestTimeoutDefault)
+func (k Config) withDefaults() Config {
+	k.Version = cmp.Or(k.Version, VersionDefault)
+	k.ClientID = cmp.Or(k.ClientID, ClientIDDefault)
+	k.MaxMessageBytes = cmp.Or(k.MaxMessageBytes, MaxMessageBytesDefault)
+	k.Compression = cmp.Or(k.Compression, CompressionDefault)
+	k.MetadataRetries = cmp.Or(k.MetadataRetries, MetadataRetriesDefault)
+	k.DialTimeout = cmp.Or(k.DialTimeout, DialTimeoutDefault)
+	k.RequestTimeout = cmp.Or(k.RequestTimeout, RequestTimeoutDefault)
 	return k
 }
 
 // Sarama builds the producer configuration: idempotent, acks=all, one
 // request in flight per broker so that retries cannot reorder, asynchronous
 // and batched. Errors name the flag to fix.
-func (k KafkaConfig) Sarama() (*sarama.Config, error) {
+func (k Config) Sarama() (*sarama.Config, error) {
 	k = k.withDefaults()
 	if len(k.Brokers) == 0 {
 		return nil, errors.New("--kafka-brokers: at least one broker address is required (host:port)")
@@ -97,6 +97,28 @@ func (k KafkaConfig) Sarama() (*sarama.Config, error) {
 	}
 	c.Version = v
 	c.ClientID = k.ClientID
+	if k.MaxMessageBytes < 1 {
+		return nil, errors.New("--kafka-max-message-bytes must be positive")
+	}
+	k.producer(c)
+	if c.Producer.Compression, err = compression(k.Compression); err != nil {
+		return nil, err
+	}
+	if err := k.sasl(c); err != nil {
+		return nil, err
+	}
+	if c.Net.TLS.Config, err = k.tls(); err != nil {
+		return nil, err
+	}
+	c.Net.TLS.Enable = c.Net.TLS.Config != nil
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka configuration: %w", err)
+	}
+	return c, nil
+}
+
+// producer sets the producer, metadata and network settings.
+func (k Config) producer(c *sarama.Config) {
 	c.Producer.Idempotent = true
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Net.MaxOpenRequests = 1
@@ -106,56 +128,54 @@ func (k KafkaConfig) Sarama() (*sarama.Config, error) {
 	c.Producer.Retry.Backoff = 100 * time.Millisecond
 	c.Producer.Timeout = k.RequestTimeout
 	c.Producer.Flush.Frequency = k.Linger
-	c.ChannelBufferSize = 1024
-	if k.MaxMessageBytes < 1 {
-		return nil, errors.New("--kafka-max-message-bytes must be positive")
-	}
 	c.Producer.MaxMessageBytes = k.MaxMessageBytes
-	if c.Producer.Compression, err = compression(k.Compression); err != nil {
-		return nil, err
-	}
+	c.Producer.Partitioner = sarama.NewHashPartitioner
+	c.ChannelBufferSize = 1024
 	c.Metadata.Full = false
 	c.Metadata.Retry.Max = k.MetadataRetries
 	c.Metadata.Retry.Backoff = 100 * time.Millisecond
 	c.Net.DialTimeout = k.DialTimeout
 	c.Net.ReadTimeout = k.RequestTimeout + 5*time.Second
 	c.Net.WriteTimeout = k.RequestTimeout
+}
 
+// sasl sets up SASL authentication, if a mechanism is configured.
+func (k Config) sasl(c *sarama.Config) error {
 	switch strings.ToUpper(k.SASLMechanism) {
 	case "":
+		return nil
 	case sarama.SASLTypePlaintext:
 		if k.SASLUser == "" {
-			return nil, errors.New("--kafka-sasl-user is required with --kafka-sasl-mechanism=PLAIN")
+			return errors.New("--kafka-sasl-user is required with --kafka-sasl-mechanism=PLAIN")
 		}
 		c.Net.SASL.Enable = true
 		c.Net.SASL.Mechanism = sarama.SASLTypePlaintext
 		c.Net.SASL.User = k.SASLUser
 		c.Net.SASL.Password = k.SASLPassword
 		c.Net.SASL.Handshake = true
-	default:
-		return nil, fmt.Errorf("--kafka-sasl-mechanism: %q is not supported; outbox-relay implements PLAIN (SCRAM is not implemented yet)", k.SASLMechanism)
+		return nil
 	}
+	return fmt.Errorf("--kafka-sasl-mechanism: %q is not supported; outbox-relay implements PLAIN (SCRAM is not implemented yet)", k.SASLMechanism)
+}
 
-	if k.TLS || k.TLSCAFile != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLSInsecureSkipVerify} //nolint:gosec // operator's explicit choice
-		if k.TLSCAFile != "" {
-			pem, err := os.ReadFile(k.TLSCAFile)
-			if err != nil {
-				return nil, fmt.Errorf("--kafka-tls-ca-file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--kafka-tls-ca-file: no PEM certificate in %s", k.TLSCAFile)
-			}
-			tc.RootCAs = pool
+// tls returns the TLS configuration, or nil when TLS is off.
+func (k Config) tls() (*tls.Config, error) {
+	if !k.TLS && k.TLSCAFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLSInsecureSkipVerify} //nolint:gosec // operator's explicit choice
+	if k.TLSCAFile != "" {
+		pem, err := os.ReadFile(k.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-tls-ca-file: %w", err)
 		}
-		c.Net.TLS.Enable = true
-		c.Net.TLS.Config = tc
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--kafka-tls-ca-file: no PEM certificate in %s", k.TLSCAFile)
+		}
+		tc.RootCAs = pool
 	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("kafka configuration: %w", err)
-	}
-	return c, nil
+	return tc, nil
 }
 
 func compression(name string) (sarama.CompressionCodec, error) {

@@ -1,4 +1,4 @@
-package relay
+package outage
 
 import (
 	"errors"
@@ -9,21 +9,21 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-func TestOutage_LogsOnceWhenStagesFailTogether(t *testing.T) {
+func TestLog_LogsOnceWhenStagesFailTogether(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zap.InfoLevel)
-	o := newOutage(zap.New(core), "postgres")
+	o := New(zap.New(core), "postgres")
 	var wg sync.WaitGroup
 	for range 8 { // the stages of a session report on one outage
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o.failed(errors.New("connection refused"))
+			o.Failed(errors.New("connection refused"))
 		}()
 	}
 	wg.Wait()
-	o.ok()
-	o.ok()
+	o.Recovered()
+	o.Recovered()
 	if got := logs.FilterMessage("postgres unavailable; retrying with backoff").Len(); got != 1 {
 		t.Errorf("outage logged %d times, want once", got)
 	}

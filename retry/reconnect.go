@@ -8,10 +8,10 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// Outage returns the backoff used while a dependency (PostgreSQL, Kafka) is
+// Reconnect returns the backoff used while a dependency (PostgreSQL, Kafka) is
 // unreachable: exponential from initial, doubling, capped at max, with ±20 %
 // jitter, and never giving up.
-func Outage(initial, max time.Duration) backoff.BackOff {
+func Reconnect(initial, max time.Duration) backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = initial
 	b.MaxInterval = max

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
 func TestReplayLookup(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
+	st := store.New(pool)
 	// Ten events, taken in id order.
 	var ids [][16]byte
 	rows, err := pool.Query(ctx, `INSERT INTO outbox.events (topic, payload)
@@ -38,7 +40,7 @@ func TestReplayLookup(t *testing.T) {
 		b := &batch{}
 		for _, id := range ids {
 			e := event{id: id}
-			e.msg.Timestamp = created
+			e.Record.Timestamp = created
 			b.events = append(b.events, e)
 		}
 		return b
@@ -53,7 +55,7 @@ func TestReplayLookup(t *testing.T) {
 	}
 
 	t.Run("WithNoStatusRowsNothingMayHaveOne", func(t *testing.T) {
-		c, err := readStatusCeiling(ctx, pool, grace)
+		c, err := readStatusCeiling(ctx, st, grace)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +73,7 @@ func TestReplayLookup(t *testing.T) {
 			ids[1], ids[4]); err != nil {
 			t.Fatal(err)
 		}
-		c, err := readStatusCeiling(ctx, pool, grace)
+		c, err := readStatusCeiling(ctx, st, grace)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +83,7 @@ func TestReplayLookup(t *testing.T) {
 				t.Errorf("event %d: mayHaveRow = %v, want %v", i, got, want)
 			}
 		}
-		if err := markExisting(ctx, pool, c, b, nil); err != nil {
+		if err := c.markExisting(ctx, st, b, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := skipped(b); len(got) != 2 || got[0] != 1 || got[1] != 4 {
@@ -96,12 +98,12 @@ func TestReplayLookup(t *testing.T) {
 			ids[9]); err != nil {
 			t.Fatal(err)
 		}
-		c, err := readStatusCeiling(ctx, pool, grace)
+		c, err := readStatusCeiling(ctx, st, grace)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b := batchOf(time.Now())
-		if err := markExisting(ctx, pool, c, b, nil); err != nil {
+		if err := c.markExisting(ctx, st, b, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := skipped(b); len(got) != 3 || got[0] != 1 || got[1] != 4 || got[2] != 9 {

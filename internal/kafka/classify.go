@@ -1,4 +1,4 @@
-package relay
+package kafka
 
 import (
 	"errors"
@@ -11,7 +11,15 @@ import (
 	"github.com/eapache/go-resiliency/breaker"
 )
 
-// failureClass says what a publish error means for the event.
+// Failure reasons for messages Kafka can never take as they are; they are
+// written to outbox.deliveries.failure_reason.
+const (
+	ReasonInvalidTopic        = "INVALID_TOPIC"
+	ReasonUnauthorizedOnTopic = "UNAUTHORIZED_ON_TOPIC"
+	ReasonMessageTooLarge     = "MESSAGE_TOO_LARGE"
+)
+
+// failureClass says what a publish error means for the message.
 type failureClass int
 
 const (

@@ -1,0 +1,268 @@
+package kafka
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/IBM/sarama"
+	"go.uber.org/zap"
+)
+
+// BreakerState is the state of the publisher's circuit breaker.
+//
+//	closed ──"unavailable" error──▶ open ──producer retired, backoff, new producer──▶ half-open
+//	  ▲                              ▲                                                   │
+//	  │                              └──────────────probe unavailable────────────────────┤
+//	  └────────────probe delivered (then the rest is resent in order)────────────────────┘
+//
+// While it is not closed, or a recovery is resending what an outage sent
+// back, Publish waits and nothing is handed to sarama but the resends.
+type BreakerState int
+
+// Breaker states.
+const (
+	BreakerClosed   BreakerState = iota // delivering
+	BreakerOpen                         // cluster unavailable: nothing is sent
+	BreakerHalfOpen                     // one probe message is out
+)
+
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "unknown"
+}
+
+// State is the breaker's state now.
+func (p *Publisher) State() BreakerState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+// clear reports, with p.mu held, whether new messages may go: the breaker
+// is closed and no recovery is under way (so nothing overtakes a resend).
+func (p *Publisher) clear() bool {
+	return p.state == BreakerClosed && len(p.resend) == 0 && !p.recovering
+}
+
+// wakeOnDone wakes p.cond's waiters when ctx ends; call the result to stop.
+func (p *Publisher) wakeOnDone(ctx context.Context) func() bool {
+	return context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+}
+
+// waitClosed waits, with p.mu held, until clear or ctx ends.
+func (p *Publisher) waitClosed(ctx context.Context) error {
+	if p.clear() {
+		return nil
+	}
+	defer p.wakeOnDone(ctx)()
+	for !p.clear() && ctx.Err() == nil {
+		p.cond.Wait()
+	}
+	return ctx.Err()
+}
+
+// waitIdle waits, with p.mu held, until nothing is in flight.
+func (p *Publisher) waitIdle(ctx context.Context) error {
+	for p.inFlight > 0 && ctx.Err() == nil {
+		p.cond.Wait()
+	}
+	return ctx.Err()
+}
+
+// returned books a message sarama gave back. unavailable != nil puts it in
+// line for resending and opens the breaker; otherwise its outcome is final.
+func (p *Publisher) returned(m *Message, unavailable error) {
+	p.mu.Lock()
+	p.inFlight--
+	if unavailable != nil {
+		p.resend = append(p.resend, m)
+		switch p.state {
+		case BreakerClosed:
+			p.openedAt = time.Now()
+			p.log.Warn("kafka unavailable: circuit breaker open, delivery paused; events are not failed", zap.Error(unavailable))
+		case BreakerHalfOpen:
+			p.log.Info("kafka still unavailable: circuit breaker open again", zap.Error(unavailable))
+		}
+		p.state = BreakerOpen
+		p.startRecovery()
+	} else if p.state == BreakerHalfOpen {
+		p.closeBreaker("probe delivered")
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	if unavailable == nil {
+		m.to.Done(m)
+	}
+}
+
+// resendAlone books a message to be sent again by itself.
+func (p *Publisher) resendAlone(m *Message) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inFlight--
+	m.alone = true
+	p.resend = append(p.resend, m)
+	p.startRecovery()
+	p.cond.Broadcast()
+}
+
+// startRecovery starts recoverLoop unless one runs. Called with p.mu held.
+func (p *Publisher) startRecovery() {
+	if !p.recovering {
+		p.recovering = true
+		go p.recoverLoop()
+	}
+}
+
+// closeBreaker closes the breaker. Called with p.mu held.
+func (p *Publisher) closeBreaker(why string) {
+	if p.state == BreakerClosed {
+		return
+	}
+	p.state = BreakerClosed
+	p.backoff.Reset()
+	p.log.Info("kafka recovered: circuit breaker closed", zap.String("why", why),
+		zap.Duration("outage", time.Since(p.openedAt)), zap.Int("resending", len(p.resend)))
+}
+
+// recoverLoop runs recovery steps until the breaker is closed and every
+// returned message is resent, or Close. One runs at a time, started by
+// returned or resendAlone, so recovery goes on whether or not anyone
+// publishes. It holds p.mu except where a step says it lets go.
+func (p *Publisher) recoverLoop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ctx := p.stopCtx
+	defer p.wakeOnDone(ctx)()
+	for (p.state != BreakerClosed || len(p.resend) > 0) && ctx.Err() == nil {
+		// What is still in flight comes back before anything is resent, so
+		// the resend keeps the original order.
+		if p.waitIdle(ctx) != nil {
+			break
+		}
+		if p.state != BreakerClosed {
+			p.retire()
+			if !p.reconnect(ctx) || !p.probe(ctx) {
+				continue // still open: the next round waits longer
+			}
+		}
+		if p.resendInOrder(ctx) != nil {
+			break
+		}
+	}
+	p.recovering = false
+	p.cond.Broadcast()
+}
+
+// retire closes the producer that saw the outage: a new one starts with a
+// new producer id, so no sequence state of the old one survives. It lets go
+// of p.mu while the producer closes.
+func (p *Publisher) retire() {
+	if p.producer == nil {
+		return
+	}
+	old, collected := p.producer, p.collected
+	p.producer = nil
+	p.mu.Unlock()
+	if err := old.Close(); err != nil {
+		p.log.Debug("closing kafka producer after an outage", zap.Error(err))
+	}
+	<-collected
+	p.mu.Lock()
+}
+
+// reconnect waits the next backoff and connects a new producer, reporting
+// whether it did. It lets go of p.mu meanwhile.
+func (p *Publisher) reconnect(ctx context.Context) bool {
+	d := p.backoff.NextBackOff()
+	p.mu.Unlock()
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	var producer sarama.AsyncProducer
+	var err error
+	if ctx.Err() == nil {
+		producer, err = p.connect()
+	}
+	p.mu.Lock()
+	switch {
+	case ctx.Err() != nil:
+		if producer != nil {
+			p.use(producer) // Close retires it
+		}
+		return false
+	case err != nil:
+		p.log.Debug("kafka still unavailable: could not connect a producer", zap.Error(err), zap.Duration("after", d))
+		return false
+	}
+	p.use(producer)
+	return true
+}
+
+// probe sends the first message waiting to be resent, alone, on the new
+// producer (half-open) and reports whether the breaker closed. With nothing
+// to resend, the new producer closes the breaker at once.
+func (p *Publisher) probe(ctx context.Context) bool {
+	if len(p.resend) == 0 {
+		p.closeBreaker("connected")
+		return true
+	}
+	p.state = BreakerHalfOpen
+	p.log.Info("kafka circuit breaker half-open: sending one probe message")
+	slices.SortStableFunc(p.resend, func(a, b *Message) int { return cmp.Compare(a.seq, b.seq) })
+	m := p.resend[0]
+	p.resend = p.resend[1:]
+	p.send(m)
+	return p.waitIdle(ctx) == nil && p.state == BreakerClosed
+}
+
+// resendInOrder sends, on a closed breaker, every message waiting to be
+// resent, in the order Publish was given them. A message to be tried alone
+// goes with nothing else in flight.
+func (p *Publisher) resendInOrder(ctx context.Context) error {
+	msgs := p.resend
+	p.resend = nil
+	slices.SortStableFunc(msgs, func(a, b *Message) int { return cmp.Compare(a.seq, b.seq) })
+	for i, m := range msgs {
+		if m.alone {
+			if err := p.waitIdle(ctx); err != nil {
+				p.resend = append(p.resend, msgs[i:]...)
+				return err
+			}
+		}
+		p.send(m)
+		if m.alone {
+			if err := p.waitIdle(ctx); err != nil {
+				p.resend = append(p.resend, msgs[i+1:]...)
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// send hands m to the current producer. Called with p.mu held; it lets go
+// while the producer's input takes m.
+func (p *Publisher) send(m *Message) {
+	p.inFlight++
+	in := p.producer.Input()
+	p.mu.Unlock()
+	in <- &m.Record
+	p.mu.Lock()
+}

@@ -1,0 +1,135 @@
+package kafka
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Kafka headers the relay adds to every message.
+const (
+	HeaderEventID   = "outbox-event-id"
+	HeaderEventType = "outbox-event-type"
+)
+
+// Event is an outbox row as Kafka needs it. The byte slices may alias the
+// row's buffers; they must stay unchanged until the message's outcome.
+type Event struct {
+	ID    [16]byte
+	Topic []byte
+	Key   []byte // nil: no key
+	Value []byte
+	// Headers is a JSON object of string values (the headers column's text),
+	// or nil.
+	Headers   []byte
+	EventType []byte // nil: no outbox-event-type header
+	Timestamp time.Time
+}
+
+// Message is one record on its way to Kafka and, once it is reported done,
+// its outcome.
+type Message struct {
+	Record  sarama.ProducerMessage
+	Outcome Outcome
+
+	to    Receiver
+	seq   uint64 // the order Publish was given it in; resends keep it
+	alone bool   // resent by itself after a broker rejected its batch as too large
+}
+
+// Build makes m's record from ev, or says why ev cannot be a message.
+func (m *Message) Build(ev Event) error {
+	*m = Message{}
+	r := &m.Record
+	if len(ev.Topic) == 0 {
+		return errors.New("topic is NULL or empty")
+	}
+	r.Topic = string(ev.Topic)
+	if ev.Key != nil {
+		r.Key = sarama.ByteEncoder(ev.Key)
+	}
+	r.Value = sarama.ByteEncoder(ev.Value)
+	if ev.Headers != nil {
+		var err error
+		// userHeaders leaves room for the relay's two.
+		if r.Headers, err = userHeaders(ev.Headers); err != nil {
+			return err
+		}
+	} else {
+		r.Headers = make([]sarama.RecordHeader, 0, 2)
+	}
+	r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventID), Value: FormatUUID(ev.ID)})
+	if ev.EventType != nil {
+		r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventType), Value: ev.EventType})
+	}
+	r.Timestamp = ev.Timestamp
+	return nil
+}
+
+// Size is the record's size as the producer counts it against its limits.
+func (m *Message) Size() int { return m.Record.ByteSize(2) }
+
+// userHeaders parses the headers column: a JSON object of string to string.
+func userHeaders(v []byte) ([]sarama.RecordHeader, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(v, &obj); err != nil {
+		return nil, fmt.Errorf("headers must be a JSON object of string values: %s", describeJSON(v))
+	}
+	if obj == nil {
+		return nil, errors.New("headers must be a JSON object of string values, not null")
+	}
+	hs := make([]sarama.RecordHeader, 0, len(obj)+2)
+	for k, raw := range obj {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("headers: value of %q is %s, want a string", k, describeJSON(raw))
+		}
+		if k == HeaderEventID || k == HeaderEventType {
+			return nil, fmt.Errorf("headers: %q is reserved for the relay", k)
+		}
+		hs = append(hs, sarama.RecordHeader{Key: []byte(k), Value: []byte(s)})
+	}
+	return hs, nil
+}
+
+// describeJSON names the kind of a JSON value for an error message.
+func describeJSON(v []byte) string {
+	for _, c := range v {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return "an object"
+		case '[':
+			return "an array"
+		case '"':
+			return "a string"
+		case 't', 'f':
+			return "a boolean"
+		case 'n':
+			return "null"
+		default:
+			return "a number"
+		}
+	}
+	return "empty"
+}
+
+// FormatUUID renders a uuid in its canonical text form.
+func FormatUUID(id [16]byte) []byte {
+	const hex = "0123456789abcdef"
+	out := make([]byte, 36)
+	j := 0
+	for i, b := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out[j] = '-'
+			j++
+		}
+		out[j], out[j+1] = hex[b>>4], hex[b&0xf]
+		j += 2
+	}
+	return out
+}

@@ -1,0 +1,252 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/outbox-relay/outbox-relay/internal/outage"
+	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// Result is what became of a message.
+type Result int
+
+// Results.
+const (
+	// Sent: on Kafka, acknowledged by every in-sync replica.
+	Sent Result = iota + 1
+	// Rejected: this message can never be delivered as it is (Reason says
+	// why); an operator fixes the cause and resends it.
+	Rejected
+	// Failed: anything else; worth another attempt later.
+	Failed
+)
+
+// Outcome is the final word on one message. Cluster outages are never an
+// outcome: the publisher waits them out and resends.
+type Outcome struct {
+	Result    Result
+	Reason    string // Rejected: INVALID_TOPIC, UNAUTHORIZED_ON_TOPIC, MESSAGE_TOO_LARGE
+	Err       error  // Rejected and Failed: the broker's or the client's words
+	Partition int32  // Sent
+	Offset    int64  // Sent
+}
+
+// Receiver hears about each message Publish was given, once, when its
+// outcome is final. Done may run on any goroutine.
+type Receiver interface {
+	Done(m *Message)
+}
+
+// Publisher sends messages through an idempotent, acks=all async producer
+// and keeps cluster outages away from them with a circuit breaker (see
+// breaker.go). Messages see only final outcomes.
+type Publisher struct {
+	connect func() (sarama.AsyncProducer, error)
+	log     *zap.Logger
+	backoff backoff.BackOff
+	topics  topicChecker
+	client  sarama.Client // metadata lookups; nil in tests
+
+	stopCtx  context.Context // ends recovery at Close
+	stopping context.CancelFunc
+
+	mu         sync.Mutex
+	cond       *sync.Cond
+	producer   sarama.AsyncProducer // nil while the breaker is open
+	collected  chan struct{}        // closed when producer's outcomes are all read
+	state      BreakerState
+	recovering bool
+	inFlight   int        // handed to sarama, not yet returned
+	resend     []*Message // came back "unavailable", waiting to be resent
+	openedAt   time.Time
+	nextSeq    uint64
+}
+
+// Connect makes a Publisher for cfg, waiting (and logging once) while the
+// cluster is unreachable. It returns ctx's error if ctx ends first, and at
+// once for a configuration that can never work.
+func Connect(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, error) {
+	sc, err := cfg.Sarama()
+	if err != nil {
+		return nil, err
+	}
+	connect := func() (sarama.AsyncProducer, error) { return sarama.NewAsyncProducer(cfg.Brokers, sc) }
+	down := outage.New(log, "kafka")
+	bo := retry.Reconnect(500*time.Millisecond, 30*time.Second)
+	// One client for metadata lookups lives as long as the publisher;
+	// producers come and go with outages.
+	var client sarama.Client
+	for {
+		if client == nil {
+			client, err = sarama.NewClient(cfg.Brokers, sc)
+		}
+		var producer sarama.AsyncProducer
+		if err == nil {
+			producer, err = connect()
+		}
+		if err == nil {
+			down.Recovered()
+			p := newPublisher(producer, connect, client.Partitions, retry.Reconnect(200*time.Millisecond, 30*time.Second), log)
+			p.client = client
+			return p, nil
+		}
+		var cerr sarama.ConfigurationError
+		if errors.As(err, &cerr) {
+			err = fmt.Errorf("kafka configuration: %w", err)
+		} else {
+			down.Failed(err)
+			if outage.Sleep(ctx, bo.NextBackOff()) {
+				continue
+			}
+			err = ctx.Err()
+		}
+		if client != nil {
+			err = errors.Join(err, client.Close())
+		}
+		return nil, err
+	}
+}
+
+// newPublisher sends through producer; connect makes a replacement after an
+// outage, and bo paces those attempts while the cluster is down. lookup finds
+// a topic's partitions (sarama's cached client metadata).
+func newPublisher(producer sarama.AsyncProducer, connect func() (sarama.AsyncProducer, error),
+	lookup func(string) ([]int32, error), bo backoff.BackOff, log *zap.Logger) *Publisher {
+	p := &Publisher{connect: connect, backoff: bo, log: log, topics: topicChecker{lookup: lookup, bad: map[string]badTopic{}}}
+	p.stopCtx, p.stopping = context.WithCancel(context.Background())
+	p.cond = sync.NewCond(&p.mu)
+	p.use(producer)
+	return p
+}
+
+// use makes producer the current one and starts reading its outcomes.
+// Called with p.mu held, or before p is shared.
+func (p *Publisher) use(producer sarama.AsyncProducer) {
+	p.producer = producer
+	p.collected = make(chan struct{})
+	go p.collect(producer, p.collected)
+}
+
+// Available reports whether the breaker is closed with nothing waiting to
+// be resent: the poller claims nothing while it is not.
+func (p *Publisher) Available() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clear()
+}
+
+// Publish hands msgs to Kafka in order; to hears each one's outcome once it
+// is final. It waits while the breaker is open or a recovery is resending
+// what an outage sent back, so nothing overtakes those. It returns ctx's
+// error when ctx ends first: the messages not yet handed over then never
+// get an outcome.
+func (p *Publisher) Publish(ctx context.Context, msgs []*Message, to Receiver) error {
+	for _, m := range msgs {
+		m.to = to
+		m.Record.Metadata = m
+		if reason, err := p.topics.check(m.Record.Topic); err != nil {
+			m.Outcome = Outcome{Result: Rejected, Reason: reason, Err: err}
+			to.Done(m)
+			continue
+		}
+		p.mu.Lock()
+		if err := p.waitClosed(ctx); err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		p.inFlight++
+		p.nextSeq++
+		m.seq = p.nextSeq
+		in := p.producer.Input()
+		p.mu.Unlock()
+		in <- &m.Record
+	}
+	return nil
+}
+
+// RefreshTopics looks each topic of msgs up afresh, whatever is remembered
+// about it: a resend after the topic was created or the ACL granted must not
+// meet an old failure.
+func (p *Publisher) RefreshTopics(msgs []*Message) {
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if t := m.Record.Topic; !seen[t] {
+			seen[t] = true
+			p.topics.refresh(t) //nolint:errcheck // remembered for the next check; Publish reports it
+		}
+	}
+}
+
+// collect reads producer's outcomes until the producer is closed.
+func (p *Publisher) collect(producer sarama.AsyncProducer, collected chan struct{}) {
+	defer close(collected)
+	succ, errs := producer.Successes(), producer.Errors()
+	for succ != nil || errs != nil {
+		select {
+		case r, ok := <-succ:
+			if !ok {
+				succ = nil
+				continue
+			}
+			m := r.Metadata.(*Message)
+			m.Outcome = Outcome{Result: Sent, Partition: r.Partition, Offset: r.Offset}
+			p.returned(m, nil)
+		case pe, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			p.failed(pe.Msg.Metadata.(*Message), pe.Err)
+		}
+	}
+}
+
+// failed books a message sarama gave back with err.
+func (p *Publisher) failed(m *Message, err error) {
+	switch class, reason := classify(err); class {
+	case classUnavailable:
+		p.returned(m, err)
+	case classMessage:
+		if reason == ReasonMessageTooLarge && !isClientSizeCheck(err) && !m.alone {
+			// The broker judges the batch: try the message by itself
+			// before calling it too large.
+			p.resendAlone(m)
+			return
+		}
+		m.Outcome = Outcome{Result: Rejected, Reason: reason, Err: err}
+		p.returned(m, nil)
+	default:
+		m.Outcome = Outcome{Result: Failed, Err: err}
+		p.returned(m, nil)
+	}
+}
+
+// Close stops recovery, shuts the producer down and waits for its last
+// outcomes; messages waiting to be resent get none.
+func (p *Publisher) Close() error {
+	p.stopping()
+	p.mu.Lock()
+	for p.recovering {
+		p.cond.Wait()
+	}
+	producer, collected := p.producer, p.collected
+	p.producer = nil
+	p.mu.Unlock()
+	var err error
+	if producer != nil {
+		err = producer.Close()
+		<-collected
+	}
+	if p.client != nil {
+		err = errors.Join(err, p.client.Close())
+	}
+	return err
+}

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	_ "embed" // the statements
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/failed_page.sql
+	failedPageSQL string
+	//go:embed sql/failed_count.sql
+	failedCountSQL string
+)
+
+// FailedFilter selects FAILED events; zero fields match anything.
+type FailedFilter struct {
+	Topic, EventType, Reason string
+	// Since and Until bound failed_at (for FailedPage and CountFailed) or
+	// the event's created_at (for ResendFailed).
+	Since, Until *time.Time
+}
+
+func (f FailedFilter) args() []any {
+	return []any{nullable(f.Topic), nullable(f.EventType), nullable(f.Reason), f.Since, f.Until}
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Failed is a FAILED event with what an operator needs to decide.
+type Failed struct {
+	EventID   string    `json:"event_id"`
+	Topic     string    `json:"topic"`
+	Key       string    `json:"key"`
+	EventType string    `json:"event_type"`
+	Reason    string    `json:"failure_reason"`
+	LastError string    `json:"last_error"`
+	Attempts  int       `json:"attempts"`
+	FailedAt  time.Time `json:"failed_at"`
+}
+
+// FailedPage lists up to limit FAILED events matching f, oldest failure
+// first, after the event with id after ("" for the first page).
+func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after string, limit int) ([]Failed, error) {
+	rows, err := s.db.Query(ctx, failedPageSQL, append(f.args(), nullable(after), limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("listing failed events: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Failed, error) {
+		var x Failed
+		err := r.Scan(&x.EventID, &x.Topic, &x.Key, &x.EventType, &x.Reason, &x.LastError, &x.Attempts, &x.FailedAt)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing failed events: %w", err)
+	}
+	return list, nil
+}
+
+// CountFailed counts the FAILED events matching f.
+func (s *Store) CountFailed(ctx context.Context, f FailedFilter) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, failedCountSQL, f.args()...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting failed events: %w", err)
+	}
+	return n, nil
+}
+
+// Resend makes an event due now with its attempts reset, through
+// outbox.resend; ok is false when the event does not exist.
+func (s *Store) Resend(ctx context.Context, eventID string) (ok bool, err error) {
+	if err := s.db.QueryRow(ctx, `SELECT outbox.resend($1::uuid)`, eventID).Scan(&ok); err != nil {
+		return false, fmt.Errorf("resending %s: %w", eventID, err)
+	}
+	return ok, nil
+}
+
+// ResendFailed resends every FAILED event matching f (Since and Until bound
+// the event's created_at), through outbox.resend_failed, and returns how
+// many.
+func (s *Store) ResendFailed(ctx context.Context, f FailedFilter) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT outbox.resend_failed($1, $2, $3, $4, $5)`,
+		nullable(f.Topic), nullable(f.EventType), f.Since, f.Until, nullable(f.Reason)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("resending failed events: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	_ "embed" // the statements
+	"fmt"
+	"time"
+)
+
+// Outcome is the status row one delivery attempt leaves for an event.
+type Outcome struct {
+	EventID   [16]byte
+	Status    Status
+	Attempts  int32
+	LastError string
+	Reason    string
+	// Partition and Offset say where a SENT event is on Kafka.
+	Partition int32
+	Offset    int64
+	// Delay is how long a PENDING event waits before its next attempt.
+	Delay time.Duration
+	// MaxAttempts is the event's effective limit.
+	MaxAttempts int32
+}
+
+// Outcomes is a batch of outcomes in column form, as both outcome
+// statements take it ($1..$9). "No partition" is -1.
+type Outcomes struct {
+	ids        [][16]byte
+	statuses   []string
+	attempts   []int32
+	lastErrors []string
+	reasons    []string
+	partitions []int32
+	offsets    []int64
+	delaysMS   []int64
+	maxAttempt []int32
+}
+
+// Reset empties o, keeping its memory.
+func (o *Outcomes) Reset() {
+	o.ids, o.statuses, o.attempts = o.ids[:0], o.statuses[:0], o.attempts[:0]
+	o.lastErrors, o.reasons = o.lastErrors[:0], o.reasons[:0]
+	o.partitions, o.offsets = o.partitions[:0], o.offsets[:0]
+	o.delaysMS, o.maxAttempt = o.delaysMS[:0], o.maxAttempt[:0]
+}
+
+// Len is the number of outcomes in o.
+func (o *Outcomes) Len() int { return len(o.ids) }
+
+// Add appends one outcome.
+func (o *Outcomes) Add(r Outcome) {
+	o.ids = append(o.ids, r.EventID)
+	o.statuses = append(o.statuses, string(r.Status))
+	o.attempts = append(o.attempts, r.Attempts)
+	o.lastErrors = append(o.lastErrors, r.LastError)
+	o.reasons = append(o.reasons, r.Reason)
+	part, off := int32(-1), int64(-1)
+	if r.Status == StatusSent {
+		part, off = r.Partition, r.Offset
+	}
+	o.partitions = append(o.partitions, part)
+	o.offsets = append(o.offsets, off)
+	o.delaysMS = append(o.delaysMS, r.Delay.Milliseconds())
+	o.maxAttempt = append(o.maxAttempt, r.MaxAttempts)
+}
+
+// args returns o as the statements' $1..$9 followed by more.
+func (o *Outcomes) args(more ...any) []any {
+	return append([]any{o.ids, o.statuses, o.attempts, o.lastErrors, o.reasons, o.partitions, o.offsets,
+		o.delaysMS, o.maxAttempt}, more...)
+}
+
+var (
+	//go:embed sql/insert_outcomes.sql
+	insertOutcomesSQL string
+	//go:embed sql/record_outcomes.sql
+	recordOutcomesSQL string
+)
+
+// InsertOutcomes gives the stream's events their status rows, with policy
+// (a retry.Policy's JSON) as their retry_policy, and returns how many of the
+// events were visible: the others got no row. It commits without waiting for
+// the WAL flush; see Barrier.
+func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) (visible int, err error) {
+	if o.Len() == 0 {
+		return 0, nil
+	}
+	if err := s.status.QueryRow(ctx, insertOutcomesSQL, o.args(policy, s.now())...).Scan(&visible); err != nil {
+		return 0, fmt.Errorf("writing %d delivery statuses: %w", o.Len(), err)
+	}
+	return visible, nil
+}
+
+// RecordOutcomes updates the rows instance claimed with their outcomes;
+// rows it no longer holds are left alone.
+func (s *Store) RecordOutcomes(ctx context.Context, instance string, o *Outcomes) error {
+	if o.Len() == 0 {
+		return nil
+	}
+	if _, err := s.db.Exec(ctx, recordOutcomesSQL, o.args(instance, s.now())...); err != nil {
+		return fmt.Errorf("recording %d outcomes: %w", o.Len(), err)
+	}
+	return nil
+}

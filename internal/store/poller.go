@@ -1,0 +1,169 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	_ "embed" // the statements
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-relay/outbox-relay/cdc"
+)
+
+var (
+	//go:embed sql/claim.sql
+	claimSQL string
+	//go:embed sql/release.sql
+	releaseSQL string
+	//go:embed sql/rescue_stuck.sql
+	rescueStuckSQL string
+	//go:embed sql/sweep_horizon.sql
+	sweepHorizonSQL string
+	//go:embed sql/sweep.sql
+	sweepSQL string
+	//go:embed sql/slot_lag.sql
+	slotLagSQL string
+)
+
+// Claimed is a batch of rows taken for delivery, each with its event.
+type Claimed struct {
+	// Events describes the event columns of every row's Values.
+	Events *cdc.Relation
+	Rows   []ClaimedRow
+}
+
+// ClaimedRow is one claimed status row and its event.
+type ClaimedRow struct {
+	Attempts    int32
+	MaxAttempts int32  // 0: the row has none of its own
+	RetryPolicy []byte // the stored policy's JSON; nil when the row has none
+	// PrevDelay is the wait that led to this attempt.
+	PrevDelay time.Duration
+	// Values are the event's columns in binary format.
+	Values [][]byte
+}
+
+// claimColumns is how many relay_* columns precede the event's in claim.sql.
+const claimColumns = 4
+
+// Claim takes up to limit due PENDING rows for instance (PROCESSING,
+// locked_by), skipping rows another instance holds.
+func (s *Store) Claim(ctx context.Context, instance string, limit int) (*Claimed, error) {
+	rows, err := s.db.Query(ctx, claimSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, instance, limit, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("claiming due rows: %w", err)
+	}
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	if len(fds) < claimColumns { // the statement failed: no columns to read
+		rows.Close()
+		return nil, fmt.Errorf("claiming due rows: %w", cmp.Or(rows.Err(), errors.New("no columns returned")))
+	}
+	c := &Claimed{Events: &cdc.Relation{Namespace: "outbox", Name: "events"}}
+	for _, fd := range fds[claimColumns:] {
+		c.Events.Columns = append(c.Events.Columns, cdc.Column{Name: fd.Name, TypeOID: fd.DataTypeOID})
+	}
+	for rows.Next() {
+		raw := rows.RawValues()
+		if len(raw) < claimColumns || len(raw[0]) != 4 || len(raw[1]) != 4 {
+			return nil, errors.New("claiming due rows: unexpected relay columns")
+		}
+		r := ClaimedRow{
+			Attempts:    int32(binary.BigEndian.Uint32(raw[0])),
+			MaxAttempts: int32(binary.BigEndian.Uint32(raw[1])),
+		}
+		if v := raw[2]; len(v) > 1 {
+			r.RetryPolicy = append([]byte(nil), v[1:]...) // jsonb binary: version byte, then text
+		}
+		if v := raw[3]; len(v) == 8 {
+			r.PrevDelay = time.Duration(int64(binary.BigEndian.Uint64(v))) * time.Millisecond
+		}
+		r.Values = make([][]byte, len(raw)-claimColumns)
+		for i, v := range raw[claimColumns:] {
+			if v != nil { // RawValues are only valid until the next row
+				r.Values[i] = append(make([]byte, 0, len(v)), v...)
+			}
+		}
+		c.Rows = append(c.Rows, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claiming due rows: %w", err)
+	}
+	return c, nil
+}
+
+// Release hands back, uncounted, the rows instance holds.
+func (s *Store) Release(ctx context.Context, instance string) error {
+	if _, err := s.db.Exec(ctx, releaseSQL, instance); err != nil {
+		return fmt.Errorf("handing back claimed rows: %w", err)
+	}
+	return nil
+}
+
+// Rescued is a row taken back from an instance that died.
+type Rescued struct {
+	EventID, Status, LastError string
+}
+
+// RescueStuck takes back up to limit rows held PROCESSING for longer than
+// threshold, counting an attempt; maxAttempts is the limit of rows without
+// their own.
+func (s *Store) RescueStuck(ctx context.Context, threshold time.Duration, limit, maxAttempts int) ([]Rescued, error) {
+	rows, err := s.db.Query(ctx, rescueStuckSQL, threshold.Milliseconds(), limit, maxAttempts, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("taking back stuck rows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Rescued, error) {
+		var x Rescued
+		err := r.Scan(&x.EventID, &x.Status, &x.LastError)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("taking back stuck rows: %w", err)
+	}
+	return out, nil
+}
+
+// SweepHorizon is how far the gap sweep may walk now: grace ago (and, for
+// the recheck pass, recheck ago), never past the oldest open transaction.
+func (s *Store) SweepHorizon(ctx context.Context, grace, recheck time.Duration) (upper, recheckUpper time.Time, err error) {
+	err = s.db.QueryRow(ctx, sweepHorizonSQL, grace.Milliseconds(), recheck.Milliseconds(), s.now()).
+		Scan(&upper, &recheckUpper)
+	if err != nil {
+		return upper, recheckUpper, fmt.Errorf("gap sweep horizon: %w", err)
+	}
+	return upper, recheckUpper, nil
+}
+
+// Sweep gives up to limit events created in [from, upper) without a status
+// row a PENDING row, due now, with maxAttempts (unless the event has its
+// own) and policy. It returns how many it found, the latest created_at
+// among them, and how many rows it inserted.
+func (s *Store) Sweep(ctx context.Context, from, upper time.Time, limit, maxAttempts int, policy []byte) (
+	found int, last *time.Time, inserted int, err error) {
+	err = s.db.QueryRow(ctx, sweepSQL, from, upper, limit, maxAttempts, policy, s.now()).Scan(&found, &last, &inserted)
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("gap sweep: %w", err)
+	}
+	return found, last, inserted, nil
+}
+
+// SlotLag is how many bytes of WAL slot has not confirmed; ok is false when
+// the slot does not exist.
+func (s *Store) SlotLag(ctx context.Context, slot string) (lag int64, ok bool, err error) {
+	var l *int64
+	switch err := s.db.QueryRow(ctx, slotLagSQL, slot).Scan(&l); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("reading slot lag: %w", err)
+	}
+	if l == nil {
+		return 0, false, nil
+	}
+	return *l, true, nil
+}

@@ -1,0 +1,31 @@
+-- Records a batch of stream outcomes in one statement and returns how many
+-- of their events it could see. A row that appeared meanwhile belongs to
+-- whoever wrote it and is left alone. A row whose event is not visible is
+-- left out: the event was deleted, or (for a moment after a walsender sends
+-- a commit) it is not visible to other sessions yet.
+--
+-- The existence check is a LATERAL probe per row so that the plan cannot
+-- turn around: a semi-join planned while outbox.events looked small walked
+-- the whole table once per status row (minutes per statement after a
+-- 1,000,000-row transaction). The store's status pool also disables
+-- sequential scans, so the probe is always the primary key.
+--
+-- $1..$9: Outcomes in column form (outcomes.go); $10: retry policy; $11: now.
+WITH u AS (
+    SELECT u.* FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[],
+                           $8::bigint[], $9::int[])
+           AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts)
+    CROSS JOIN LATERAL (SELECT 1 FROM outbox.events e WHERE e.id = u.id LIMIT 1) AS seen
+), ins AS (
+    INSERT INTO outbox.deliveries
+        (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset,
+         sent_at, max_attempts, retry_policy)
+    SELECT u.id, u.status, u.attempts, NULLIF(u.last_error, ''), NULLIF(u.reason, ''),
+           coalesce($11::timestamptz, now()) + u.delay_ms * interval '1 millisecond',
+           NULLIF(u.part, -1), NULLIF(u.off, -1),
+           CASE WHEN u.status = 'SENT' THEN coalesce($11::timestamptz, now()) END,
+           u.max_attempts, $10::jsonb
+    FROM u
+    ON CONFLICT (event_id) DO NOTHING
+)
+SELECT count(*) FROM u

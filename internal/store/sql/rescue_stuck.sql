@@ -1,0 +1,24 @@
+-- Takes back rows left PROCESSING by an instance that died. That counts as
+-- an attempt, so an event that crashes the relay cannot loop.
+--
+-- $1: threshold in ms; $2: limit; $3: the relay's max attempts, for rows
+-- without their own; $4: now.
+WITH stuck AS (
+    SELECT event_id FROM outbox.deliveries
+    WHERE status = 'PROCESSING'
+      AND locked_at < coalesce($4::timestamptz, now()) - $1 * interval '1 millisecond'
+    ORDER BY locked_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox.deliveries d
+SET attempts = d.attempts + 1,
+    status = CASE WHEN d.attempts + 1 >= coalesce(d.max_attempts, $3) THEN 'FAILED' ELSE 'PENDING' END,
+    failure_reason = CASE WHEN d.attempts + 1 >= coalesce(d.max_attempts, $3) THEN 'RETRIES_EXHAUSTED' END,
+    last_error = format('stuck in PROCESSING since %s (claimed by %s): the relay holding it stopped without finishing',
+                        d.locked_at, d.locked_by),
+    next_attempt_at = coalesce($4::timestamptz, now()), locked_by = NULL, locked_at = NULL,
+    updated_at = coalesce($4::timestamptz, now())
+FROM stuck
+WHERE d.event_id = stuck.event_id
+RETURNING d.event_id::text, d.status, d.last_error

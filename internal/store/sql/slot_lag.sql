@@ -1,0 +1,4 @@
+-- How many bytes of WAL the stream's slot ($1) has not confirmed; no row
+-- when the slot does not exist.
+SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
+FROM pg_replication_slots WHERE slot_name = $1

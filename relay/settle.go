@@ -1,0 +1,70 @@
+package relay
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// settler turns what happened to an event into its status row: the retry
+// policy that applies to it, and for a failed attempt its next try or
+// RETRIES_EXHAUSTED. The stream and the poller share one.
+type settler struct {
+	def retry.Policy // the configured policy
+	log *zap.Logger
+	mu  sync.Mutex // guards rnd
+	rnd *rand.Rand
+}
+
+// policy is the retry policy of an event, with its own max attempts if it
+// set one.
+func (s *settler) policy(maxAttempts int32) retry.Policy {
+	p := s.def
+	if maxAttempts > 0 {
+		p.MaxAttempts = int(maxAttempts)
+	}
+	return p
+}
+
+// stored reads the policy fixed in a status row; rows without one (an
+// operator's resend of an event that had none) get the configured one.
+func (s *settler) stored(policy []byte, maxAttempts int32) retry.Policy {
+	p, err := retry.ParsePolicy(policy, s.def)
+	if err != nil {
+		s.log.Warn("unreadable retry_policy in a status row; using the configured policy", zap.Error(err))
+		p = s.def
+	}
+	if maxAttempts > 0 {
+		p.MaxAttempts = int(maxAttempts)
+	}
+	return p
+}
+
+// outcome is the status row e leaves after an attempt on top of prior
+// ones, under policy p; prev is the wait before this attempt. An invalid
+// event was never sent, so it counts no attempt.
+func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Duration) store.Outcome {
+	o := store.Outcome{EventID: e.id, Attempts: prior + 1, MaxAttempts: int32(p.MaxAttempts)}
+	switch res := &e.Outcome; {
+	case e.invalid != "":
+		o.Status, o.Reason, o.LastError, o.Attempts = store.StatusFailed, store.ReasonInvalidEvent, e.invalid, prior
+	case res.Result == kafka.Sent:
+		o.Status, o.Partition, o.Offset = store.StatusSent, res.Partition, res.Offset
+	case res.Result == kafka.Rejected:
+		o.Status, o.Reason, o.LastError = store.StatusFailed, res.Reason, res.Err.Error()
+	case p.Exhausted(int(o.Attempts)):
+		o.Status, o.Reason, o.LastError = store.StatusFailed, store.ReasonRetriesExhausted, res.Err.Error()
+	default:
+		o.Status, o.LastError = store.StatusPending, res.Err.Error()
+		s.mu.Lock()
+		o.Delay = p.Next(int(o.Attempts), prev, s.rnd)
+		s.mu.Unlock()
+	}
+	return o
+}
