@@ -23,12 +23,12 @@ trap cleanup EXIT
 log "building outbox-relay, kafka-dev and the bench driver"
 go build -o "$WORK/outbox-relay" ./cmd/outbox-relay
 go build -o "$WORK/kafka-dev" ./cmd/kafka-dev
-go build -o "$WORK/bench" ./internal/bench
+go build -o "$WORK/outbox-bench" ./cmd/outbox-bench
 
 pg_start
 kafka_dev_start "$WORK/kafka-dev" bench:3 "$WORK/kafka.log"
 "$WORK/outbox-relay" migrate --database-url "$DATABASE_URL" >/dev/null
 
 log "running the benchmark (several minutes)"
-"$WORK/bench" --database-url "$DATABASE_URL" --kafka-brokers "127.0.0.1:$KAFKA_PORT" \
+"$WORK/outbox-bench" --database-url "$DATABASE_URL" --kafka-brokers "127.0.0.1:$KAFKA_PORT" \
   --relay "$WORK/outbox-relay" "$@"

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// drains runs phases 1 to 3 on the same N events.
+// drains runs the decode limit, the relay's drain and the poll-only drain
+// --drain-runs times, in turn, and reports each phase's median run: a drain
+// takes seconds, and on a machine every process shares one run can be 30 %
+// off. The ratio to the decode limit is the median of each run's own ratio.
+func (b *bench) drains(ctx context.Context) error {
+	var runs [3][]Result
+	for i := range max(b.o.drainRuns, 1) {
+		fmt.Fprintf(os.Stderr, "drain run %d of %d\n", i+1, max(b.o.drainRuns, 1))
+		rs, err := b.drainOnce(ctx)
+		if err != nil {
+			return err
+		}
+		for j := range rs {
+			runs[j] = append(runs[j], rs[j])
+		}
+	}
+	for _, rs := range runs {
+		b.res = append(b.res, median(rs))
+	}
+	return nil
+}
+
+// median is the run with the median rate, with every run's rate, the median
+// ratio to the decode limit and the highest peak RSS.
+func median(rs []Result) Result {
+	byRate := slices.Clone(rs)
+	slices.SortFunc(byRate, func(a, b Result) int { return cmp.Compare(a.EventsPerS, b.EventsPerS) })
+	m := byRate[(len(byRate)-1)/2]
+	ratios := make([]float64, 0, len(rs))
+	for _, r := range rs {
+		m.RunsPerS = append(m.RunsPerS, r.EventsPerS)
+		m.RSSMiB = max(m.RSSMiB, r.RSSMiB)
+		ratios = append(ratios, r.VsDecode)
+	}
+	slices.Sort(ratios)
+	m.VsDecode = ratios[(len(ratios)-1)/2]
+	if len(rs) == 1 {
+		m.RunsPerS = nil
+	}
+	return m
+}
+
+// drainOnce measures the three drains once each, in order, on the same
+// events.
+func (b *bench) drainOnce(ctx context.Context) ([]Result, error) {
+	n := b.o.events
+	for _, s := range []string{"bench_decode", "bench_relay"} {
+		b.dropSlot(ctx, s)
+		if err := b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "inserting %d events (1,000 per transaction)\n", n)
+	if err := b.insertEvents(ctx, n, 1000); err != nil {
+		return nil, err
+	}
+	end, err := b.lsn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	decode, err := b.decodeLimit(ctx, n, end)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := b.relayDrain(ctx, n, end, decode.EventsPerS)
+	if err != nil {
+		return nil, err
+	}
+	poll, err := b.pollDrain(ctx, n, decode.EventsPerS)
+	if err != nil {
+		return nil, err
+	}
+	return []Result{decode, stream, poll}, b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
+}
+
+// decodeLimit: pg_recvlogical drains the n events up to end from a fresh
+// slot.
+func (b *bench) decodeLimit(ctx context.Context, n int, end pglogrepl.LSN) (Result, error) {
+	t0 := time.Now()
+	if err := b.recvlogical("bench_decode", "--endpos", end.String()).Run(); err != nil {
+		return Result{}, fmt.Errorf("pg_recvlogical: %w", err)
+	}
+	secs := time.Since(t0).Seconds()
+	b.dropSlot(ctx, "bench_decode")
+	return Result{Phase: "decode limit", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
+		Description: "pg_recvlogical (pgoutput, binary) drains the events from a fresh slot"}, nil
+}
+
+// relayDrain: from the relay's start to the slot confirmed past the last
+// commit, which happens only once every status row is written.
+func (b *bench) relayDrain(ctx context.Context, n int, end pglogrepl.LSN, decodeRate float64) (Result, error) {
+	if err := b.trimTopic(ctx); err != nil {
+		return Result{}, err
+	}
+	fmt.Fprintln(os.Stderr, "relay drain")
+	t0 := time.Now()
+	r, err := b.startRelay("--slot", "bench_relay")
+	if err != nil {
+		return Result{}, err
+	}
+	secs, rss, cpu, err := b.untilConfirmed(ctx, r, "bench_relay", end, t0, 10*time.Minute)
+	if err != nil {
+		return Result{}, err
+	}
+	if got, err := b.sent(ctx); err != nil || got != n {
+		return Result{}, fmt.Errorf("relay drain: %d SENT rows, want %d (%v)", got, n, err)
+	}
+	b.dropSlot(ctx, "bench_relay")
+	return Result{Phase: "relay drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
+		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu,
+		Description: "outbox-relay streams the same events: Kafka acked, status rows written, slot confirmed"}, nil
+}
+
+// pollDrain: a poll-only relay delivers the same events again.
+func (b *bench) pollDrain(ctx context.Context, n int, decodeRate float64) (Result, error) {
+	fmt.Fprintln(os.Stderr, "poll-only drain")
+	if err := b.exec(ctx, `TRUNCATE outbox.deliveries`); err != nil {
+		return Result{}, err
+	}
+	if err := b.trimTopic(ctx); err != nil {
+		return Result{}, err
+	}
+	t0 := time.Now()
+	r, err := b.startRelay("--mode", "poll")
+	if err != nil {
+		return Result{}, err
+	}
+	err = waitFor(ctx, 20*time.Minute, "the poller to send every event", func() (bool, error) {
+		got, err := b.sent(ctx)
+		return got == n, err
+	})
+	secs := time.Since(t0).Seconds()
+	rss, cpu := r.usage()
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	return Result{Phase: "poll-only drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
+		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu,
+		Description: "outbox-relay --mode=poll (a classic polling relay) drains the same events"}, err
+}

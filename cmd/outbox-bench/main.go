@@ -1,0 +1,168 @@
+// Command outbox-bench measures outbox-relay against the decoding limit and a
+// polling relay in one run: drain throughput, COMMIT-to-Kafka latency, the
+// writer's rate with and without the relay, and the relay's memory and CPU.
+// scripts/bench.sh starts PostgreSQL and the development broker and runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type options struct {
+	dbURL, brokers, relayBin, topic, outDir string
+	trace                                   string
+	events, big, conns, drainRuns           int
+	relayArgs                               []string
+	rates                                   string
+	steady, warmup                          time.Duration
+}
+
+// Result is one row of the table.
+type Result struct {
+	Phase       string    `json:"phase"`
+	Events      int       `json:"events"`
+	Seconds     float64   `json:"seconds"`
+	EventsPerS  float64   `json:"events_per_s"`
+	VsDecode    float64   `json:"vs_decode_limit,omitempty"`
+	P50ms       float64   `json:"p50_ms,omitempty"`
+	P95ms       float64   `json:"p95_ms,omitempty"`
+	P99ms       float64   `json:"p99_ms,omitempty"`
+	MaxMs       float64   `json:"max_ms,omitempty"`
+	RSSMiB      float64   `json:"relay_peak_rss_mib,omitempty"`
+	CPUSeconds  float64   `json:"relay_cpu_s,omitempty"`
+	WriterRate  float64   `json:"writer_rate,omitempty"`
+	TargetRate  int       `json:"target_rate,omitempty"`
+	RunsPerS    []float64 `json:"runs_events_per_s,omitempty"` // every run's rate; the row is their median
+	Description string    `json:"description"`
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.dbURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (a database the bench may wipe)")
+	flag.StringVar(&o.brokers, "kafka-brokers", "127.0.0.1:9092", "development broker")
+	flag.StringVar(&o.relayBin, "relay", "outbox-relay", "outbox-relay binary")
+	flag.StringVar(&o.topic, "topic", "bench", "topic with three partitions")
+	flag.StringVar(&o.outDir, "out", "bench-results", "where results.json and latency.svg go")
+	flag.IntVar(&o.events, "events", 200000, "events for the drain phases")
+	flag.IntVar(&o.drainRuns, "drain-runs", 3, "how many times to run the three drain phases; each row reports the median run")
+	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")
+	flag.IntVar(&o.conns, "writers", 8, "writer connections in the steady phases")
+	flag.StringVar(&o.rates, "rates", "1000,5000,max", "steady-state writer rates (events/s)")
+	flag.DurationVar(&o.steady, "steady-duration", 10*time.Second, "length of each steady-state run")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "how long each steady-state run writes before it measures (connections, caches and the relay settle); those events are relayed but not counted")
+	flag.Func("relay-arg", "an extra argument for every relay started (repeatable), such as --debug-addr=127.0.0.1:6060",
+		func(v string) error { o.relayArgs = append(o.relayArgs, v); return nil })
+	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since measuring began, µs to the consumer) to files with this prefix")
+	chartFrom := flag.String("chart-from", "", "only redraw latency.svg (in --out) from this results.json")
+	flag.Parse()
+	if *chartFrom != "" {
+		if err := redraw(*chartFrom, o.outDir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	o      options
+	pool   *pgxpool.Pool
+	res    []Result
+	traced int // latency traces written
+}
+
+func run(ctx context.Context, o options) error {
+	pool, err := pgxpool.New(ctx, o.dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	b := &bench{o: o, pool: pool}
+	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
+		return fmt.Errorf("the database needs the outbox schema (outbox-relay migrate): %w", err)
+	}
+	if err := b.drains(ctx); err != nil {
+		return err
+	}
+	if err := b.steadyStates(ctx); err != nil {
+		return err
+	}
+	if o.big > 0 {
+		if err := b.bigTransaction(ctx); err != nil {
+			return err
+		}
+	}
+	b.print()
+	return b.writeResults()
+}
+
+func (b *bench) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := b.pool.Exec(ctx, sql, args...)
+	return err
+}
+
+func (b *bench) lsn(ctx context.Context) (pglogrepl.LSN, error) {
+	var s string
+	if err := b.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		return 0, err
+	}
+	return pglogrepl.ParseLSN(s)
+}
+
+func (b *bench) dropSlot(ctx context.Context, name string) {
+	_ = b.exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, name)
+}
+
+// insertEvents commits n events of about 500 bytes, perTxn rows per
+// transaction, keys spread over 1,000 values.
+func (b *bench) insertEvents(ctx context.Context, n, perTxn int) error {
+	for done := 0; done < n; done += perTxn {
+		k := min(perTxn, n-done)
+		err := b.exec(ctx, `INSERT INTO outbox.events (topic, key, payload, event_type)
+			SELECT $1, 'customer-' || ((s + $2) % 1000),
+			       jsonb_build_object('order_id', s + $2, 'customer', 'customer-' || ((s + $2) % 1000),
+			                          'amount', round((random() * 1000)::numeric, 2), 'currency', 'EUR',
+			                          'note', repeat('x', 380)),
+			       'order.created'
+			FROM generate_series(1, $3) AS s`, b.o.topic, done, k)
+		if err != nil {
+			return fmt.Errorf("inserting events: %w", err)
+		}
+	}
+	return nil
+}
+
+// trimTopic deletes every record of the bench topic, as a real broker's
+// retention would: the development broker keeps records in memory, and
+// gigabytes of earlier phases would slow it (its garbage collector) in the
+// next.
+func (b *bench) trimTopic(ctx context.Context) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.o.brokers))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, b.o.topic)
+	if err != nil {
+		return fmt.Errorf("listing end offsets: %w", err)
+	}
+	res, err := adm.DeleteRecords(ctx, ends.Offsets())
+	if err != nil {
+		return fmt.Errorf("deleting records: %w", err)
+	}
+	return res.Error()
+}

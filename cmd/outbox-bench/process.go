@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// relayProcess is a running outbox-relay process.
+type relayProcess struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func (b *bench) startRelay(args ...string) (*relayProcess, error) {
+	// The drains end when the slot is confirmed past the last commit: a
+	// 100 ms status interval (default 1 s) keeps that within 100 ms of the
+	// last status row being durable. One thread for Go code: every process
+	// shares the machine's cores.
+	args = append(append([]string{"run", "--log-level", "warn", "--log-format", "console", "--status-interval", "100ms",
+		"--max-procs", "1"}, args...), b.o.relayArgs...)
+	cmd := exec.Command(b.o.relayBin, args...)
+	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r := &relayProcess{cmd: cmd, done: make(chan error, 1)}
+	go func() { r.done <- cmd.Wait() }()
+	return r, nil
+}
+
+// usage reads the relay's peak RSS (MiB) and CPU seconds so far.
+func (r *relayProcess) usage() (float64, float64) {
+	pid := r.cmd.Process.Pid
+	var rss float64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "VmHWM:") {
+				kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+				rss = kb / 1024
+			}
+		}
+	}
+	var cpu float64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		cpu = (ut + st) / 100 // clock ticks
+	}
+	return rss, cpu
+}
+
+func (r *relayProcess) stop() error {
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(60 * time.Second):
+		_ = r.cmd.Process.Kill()
+		return errors.New("relay did not stop within 60s")
+	}
+}
+
+// waitFor polls cond every 20ms until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// untilStreaming waits for a walsender in the streaming state.
+func (b *bench) untilStreaming(ctx context.Context, who string) error {
+	return waitFor(ctx, 30*time.Second, who+" to stream", func() (bool, error) {
+		var n int
+		err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n)
+		return n > 0, err
+	})
+}
+
+func (b *bench) slotConfirmed(ctx context.Context, slot string) (pglogrepl.LSN, error) {
+	var s *string
+	err := b.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&s)
+	if err != nil || s == nil {
+		return 0, err
+	}
+	return pglogrepl.ParseLSN(*s)
+}
+
+// untilConfirmed waits until the relay has confirmed slot past end (every
+// status row written), stops it, and returns the seconds since t0 and the
+// relay's peak RSS and CPU seconds.
+func (b *bench) untilConfirmed(ctx context.Context, r *relayProcess, slot string, end pglogrepl.LSN, t0 time.Time, timeout time.Duration) (secs, rss, cpu float64, err error) {
+	err = waitFor(ctx, timeout, "the relay to confirm "+slot, func() (bool, error) {
+		l, err := b.slotConfirmed(ctx, slot)
+		return l >= end, err
+	})
+	secs = time.Since(t0).Seconds()
+	rss, cpu = r.usage()
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	return secs, rss, cpu, err
+}
+
+func (b *bench) sent(ctx context.Context) (int, error) {
+	var n int
+	err := b.pool.QueryRow(ctx, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`).Scan(&n)
+	return n, err
+}
