@@ -41,101 +41,97 @@ func relationMsg() []byte {
 		byte(0), "key", uint32(25), uint32(0xffffffff))
 }
 
-func TestDecoder(t *testing.T) {
+func TestDecoder_BeginCarriesCommitLSNAndTime(t *testing.T) {
 	t.Parallel()
+	d := newDecoder()
+	ch, ok, err := d.decode(msg(byte('B'), uint64(0x1234), uint64(1_000_000), uint32(7)))
+	if err != nil || !ok {
+		t.Fatalf("decode: ok=%v err=%v", ok, err)
+	}
+	if ch.Kind != KindBegin || ch.LSN != 0x1234 || !ch.Time.Equal(pgEpoch.Add(time.Second)) {
+		t.Fatalf("got %+v", ch)
+	}
+}
 
-	t.Run("BeginCarriesCommitLSNAndTime", func(t *testing.T) {
-		t.Parallel()
-		d := newDecoder()
-		ch, ok, err := d.decode(msg(byte('B'), uint64(0x1234), uint64(1_000_000), uint32(7)))
-		if err != nil || !ok {
-			t.Fatalf("decode: ok=%v err=%v", ok, err)
-		}
-		if ch.Kind != KindBegin || ch.LSN != 0x1234 || !ch.Time.Equal(pgEpoch.Add(time.Second)) {
-			t.Fatalf("got %+v", ch)
-		}
-	})
+func TestDecoder_CommitCarriesTheTransactionEndLSN(t *testing.T) {
+	t.Parallel()
+	d := newDecoder()
+	ch, ok, err := d.decode(msg(byte('C'), byte(0), uint64(0x10), uint64(0x20), uint64(0)))
+	if err != nil || !ok {
+		t.Fatalf("decode: ok=%v err=%v", ok, err)
+	}
+	if ch.Kind != KindCommit || ch.LSN != pglogrepl.LSN(0x20) {
+		t.Fatalf("got %+v, want commit at end LSN 0x20", ch)
+	}
+}
 
-	t.Run("CommitCarriesTheTransactionEndLSN", func(t *testing.T) {
-		t.Parallel()
-		d := newDecoder()
-		ch, ok, err := d.decode(msg(byte('C'), byte(0), uint64(0x10), uint64(0x20), uint64(0)))
-		if err != nil || !ok {
-			t.Fatalf("decode: ok=%v err=%v", ok, err)
-		}
-		if ch.Kind != KindCommit || ch.LSN != pglogrepl.LSN(0x20) {
-			t.Fatalf("got %+v, want commit at end LSN 0x20", ch)
-		}
-	})
+func TestDecoder_InsertValuesAreBinaryNullOrEmptyAndOwned(t *testing.T) {
+	t.Parallel()
+	d := newDecoder()
+	if _, ok, err := d.decode(relationMsg()); ok || err != nil {
+		t.Fatalf("relation: ok=%v err=%v, want cached silently", ok, err)
+	}
+	raw := msg(byte('I'), uint32(16384), byte('N'), uint16(3),
+		byte('b'), uint32(16), []byte("0123456789abcdef"),
+		byte('b'), uint32(0),
+		byte('n'))
+	ch, ok, err := d.decode(raw)
+	if err != nil || !ok {
+		t.Fatalf("decode: ok=%v err=%v", ok, err)
+	}
+	if ch.Relation.Name != "events" || ch.Relation.ColumnIndex("key") != 2 {
+		t.Fatalf("relation %+v", ch.Relation)
+	}
+	if string(ch.Values[0]) != "0123456789abcdef" {
+		t.Errorf("id = %q", ch.Values[0])
+	}
+	if ch.Values[1] == nil || len(ch.Values[1]) != 0 {
+		t.Errorf("empty topic decoded as %#v, want empty and not NULL", ch.Values[1])
+	}
+	if ch.Values[2] != nil {
+		t.Errorf("NULL key decoded as %#v, want nil", ch.Values[2])
+	}
+	raw[16] = 'X' // the receive buffer is reused: values must not share it
+	if string(ch.Values[0]) != "0123456789abcdef" {
+		t.Errorf("value changed with the source buffer: %q", ch.Values[0])
+	}
+}
 
-	t.Run("InsertValuesAreBinaryNullOrEmptyAndOwned", func(t *testing.T) {
-		t.Parallel()
-		d := newDecoder()
-		if _, ok, err := d.decode(relationMsg()); ok || err != nil {
-			t.Fatalf("relation: ok=%v err=%v, want cached silently", ok, err)
-		}
-		raw := msg(byte('I'), uint32(16384), byte('N'), uint16(3),
-			byte('b'), uint32(16), []byte("0123456789abcdef"),
-			byte('b'), uint32(0),
-			byte('n'))
-		ch, ok, err := d.decode(raw)
-		if err != nil || !ok {
-			t.Fatalf("decode: ok=%v err=%v", ok, err)
-		}
-		if ch.Relation.Name != "events" || ch.Relation.ColumnIndex("key") != 2 {
-			t.Fatalf("relation %+v", ch.Relation)
-		}
-		if string(ch.Values[0]) != "0123456789abcdef" {
-			t.Errorf("id = %q", ch.Values[0])
-		}
-		if ch.Values[1] == nil || len(ch.Values[1]) != 0 {
-			t.Errorf("empty topic decoded as %#v, want empty and not NULL", ch.Values[1])
-		}
-		if ch.Values[2] != nil {
-			t.Errorf("NULL key decoded as %#v, want nil", ch.Values[2])
-		}
-		raw[16] = 'X' // the receive buffer is reused: values must not share it
-		if string(ch.Values[0]) != "0123456789abcdef" {
-			t.Errorf("value changed with the source buffer: %q", ch.Values[0])
-		}
-	})
+func TestDecoder_InsertBeforeItsRelationIsAnError(t *testing.T) {
+	t.Parallel()
+	_, _, err := newDecoder().decode(msg(byte('I'), uint32(99), byte('N'), uint16(0)))
+	if err == nil || !strings.Contains(err.Error(), "before its relation message") {
+		t.Fatalf("err = %v", err)
+	}
+}
 
-	t.Run("InsertBeforeItsRelationIsAnError", func(t *testing.T) {
-		t.Parallel()
-		_, _, err := newDecoder().decode(msg(byte('I'), uint32(99), byte('N'), uint16(0)))
-		if err == nil || !strings.Contains(err.Error(), "before its relation message") {
-			t.Fatalf("err = %v", err)
+func TestDecoder_TruncatedMessagesAreErrorsNotPanics(t *testing.T) {
+	t.Parallel()
+	d := newDecoder()
+	_, _, _ = d.decode(relationMsg())
+	full := msg(byte('I'), uint32(16384), byte('N'), uint16(3),
+		byte('b'), uint32(16), []byte("0123456789abcdef"), byte('n'), byte('n'))
+	for n := 1; n < len(full); n++ {
+		if _, _, err := d.decode(full[:n]); err == nil {
+			t.Errorf("decoding the first %d bytes succeeded", n)
 		}
-	})
-
-	t.Run("TruncatedMessagesAreErrorsNotPanics", func(t *testing.T) {
-		t.Parallel()
-		d := newDecoder()
-		_, _, _ = d.decode(relationMsg())
-		full := msg(byte('I'), uint32(16384), byte('N'), uint16(3),
-			byte('b'), uint32(16), []byte("0123456789abcdef"), byte('n'), byte('n'))
-		for n := 1; n < len(full); n++ {
-			if _, _, err := d.decode(full[:n]); err == nil {
-				t.Errorf("decoding the first %d bytes succeeded", n)
+	}
+	for _, m := range [][]byte{relationMsg(), msg(byte('B'), uint64(1), uint64(2), uint32(3))} {
+		for n := 1; n < len(m); n++ {
+			if _, _, err := newDecoder().decode(m[:n]); err == nil {
+				t.Errorf("decoding %q cut to %d bytes succeeded", m[0], n)
 			}
 		}
-		for _, m := range [][]byte{relationMsg(), msg(byte('B'), uint64(1), uint64(2), uint32(3))} {
-			for n := 1; n < len(m); n++ {
-				if _, _, err := newDecoder().decode(m[:n]); err == nil {
-					t.Errorf("decoding %q cut to %d bytes succeeded", m[0], n)
-				}
-			}
-		}
-	})
+	}
+}
 
-	t.Run("OtherMessagesAreIgnored", func(t *testing.T) {
-		t.Parallel()
-		for _, typ := range []byte{'Y', 'O', 'U', 'D', 'T', 'M'} {
-			if _, ok, err := newDecoder().decode([]byte{typ, 0, 0, 0}); ok || err != nil {
-				t.Errorf("%q: ok=%v err=%v, want ignored", typ, ok, err)
-			}
+func TestDecoder_OtherMessagesAreIgnored(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []byte{'Y', 'O', 'U', 'D', 'T', 'M'} {
+		if _, ok, err := newDecoder().decode([]byte{typ, 0, 0, 0}); ok || err != nil {
+			t.Errorf("%q: ok=%v err=%v, want ignored", typ, ok, err)
 		}
-	})
+	}
 }
 
 func FuzzDecoder(f *testing.F) {

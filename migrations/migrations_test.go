@@ -13,166 +13,194 @@ import (
 	"github.com/outbox-relay/outbox-relay/migrations"
 )
 
-func TestMigrations(t *testing.T) {
+func TestMigrations_UpDownUpLeavesTheSameSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	if applied, err := migrations.Up(ctx, pool); err != nil || len(applied) != migrations.Latest() {
+		t.Fatalf("first Up: applied %v, err %v", applied, err)
+	}
+	if applied, err := migrations.Up(ctx, pool); err != nil || len(applied) != 0 {
+		t.Fatalf("second Up applied %v (err %v), want nothing", applied, err)
+	}
+	if _, err := migrations.Down(ctx, pool, 0); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_tables WHERE schemaname = 'outbox' AND tablename <> 'schema_migrations'`); n != 0 {
+		t.Fatalf("%d outbox tables left after Down to 0", n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_publication`); n != 0 {
+		t.Fatalf("%d publications left after Down to 0", n)
+	}
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		t.Fatalf("Up after Down: %v", err)
+	}
+	if v, err := migrations.Current(ctx, pool); err != nil || v != migrations.Latest() {
+		t.Fatalf("Current = %d (err %v), want %d", v, err, migrations.Latest())
+	}
+}
 
-	t.Run("UpDownUpLeavesTheSameSchema", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.Pool(t, pgtest.NewDB(t))
-		if applied, err := migrations.Up(ctx, pool); err != nil || len(applied) != migrations.Latest() {
-			t.Fatalf("first Up: applied %v, err %v", applied, err)
-		}
-		if applied, err := migrations.Up(ctx, pool); err != nil || len(applied) != 0 {
-			t.Fatalf("second Up applied %v (err %v), want nothing", applied, err)
-		}
-		if _, err := migrations.Down(ctx, pool, 0); err != nil {
-			t.Fatalf("Down: %v", err)
-		}
-		if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_tables WHERE schemaname = 'outbox' AND tablename <> 'schema_migrations'`); n != 0 {
-			t.Fatalf("%d outbox tables left after Down to 0", n)
-		}
-		if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_publication`); n != 0 {
-			t.Fatalf("%d publications left after Down to 0", n)
-		}
-		if _, err := migrations.Up(ctx, pool); err != nil {
-			t.Fatalf("Up after Down: %v", err)
-		}
-		if v, err := migrations.Current(ctx, pool); err != nil || v != migrations.Latest() {
-			t.Fatalf("Current = %d (err %v), want %d", v, err, migrations.Latest())
-		}
-	})
-
-	t.Run("TwoProcessesMigratingAtOnceBothSucceed", func(t *testing.T) {
-		t.Parallel()
-		dbURL := pgtest.NewDB(t)
-		var wg sync.WaitGroup
-		errs := make([]error, 4)
-		for i := range errs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				conn, err := pgx.Connect(ctx, dbURL)
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				defer conn.Close(ctx)
-				_, errs[i] = migrations.Up(ctx, conn)
-			}()
-		}
-		wg.Wait()
-		for i, err := range errs {
+func TestMigrations_TwoProcessesMigratingAtOnceBothSucceed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewDB(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, dbURL)
 			if err != nil {
-				t.Errorf("migrator %d: %v", i, err)
+				errs[i] = err
+				return
 			}
-		}
-		pool := pgtest.Pool(t, dbURL)
-		if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.schema_migrations`); n != migrations.Latest() {
-			t.Fatalf("%d versions recorded, want %d", n, migrations.Latest())
-		}
-	})
-
-	t.Run("PrintedSQLBuildsTheSchemaAndRecordsItsVersions", func(t *testing.T) {
-		t.Parallel()
-		var buf bytes.Buffer
-		if err := migrations.Print(&buf); err != nil {
-			t.Fatal(err)
-		}
-		pool := pgtest.Pool(t, pgtest.NewDB(t))
-		if _, err := pool.Exec(ctx, buf.String()); err != nil {
-			t.Fatalf("applying printed SQL: %v", err)
-		}
-		if applied, err := migrations.Up(ctx, pool); err != nil || len(applied) != 0 {
-			t.Fatalf("Up after the printed SQL applied %v (err %v), want nothing", applied, err)
-		}
-		if !strings.Contains(buf.String(), "CREATE TABLE outbox.deliveries") {
-			t.Fatal("printed SQL lacks outbox.deliveries")
-		}
-	})
-
-	t.Run("DeletingOrTruncatingEventsRemovesTheirStatusRows", func(t *testing.T) {
-		t.Parallel()
-		_, pool := pgtest.Migrated(t)
-		exec := func(sql string) {
-			t.Helper()
-			if _, err := pool.Exec(ctx, sql); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-		}
-		exec(`WITH ev AS (INSERT INTO outbox.events (topic, payload) SELECT 't', jsonb_build_object('n', s)
-		                  FROM generate_series(1, 10) AS s RETURNING id, payload)
-		      INSERT INTO outbox.deliveries (event_id, status) SELECT id, 'SENT' FROM ev`)
-		exec(`DELETE FROM outbox.events WHERE (payload->>'n')::int <= 3`)
-		if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 7 {
-			t.Fatalf("%d status rows after deleting 3 of 10 events, want 7", n)
-		}
-		if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries d
-			WHERE NOT EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = d.event_id)`); n != 0 {
-			t.Fatalf("%d status rows outlived their events", n)
-		}
-		exec(`TRUNCATE outbox.events`)
-		if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 0 {
-			t.Fatalf("%d status rows after TRUNCATE outbox.events, want 0", n)
-		}
-	})
-
-	t.Run("NewEventIdsAreVersion7AndFollowTheirCommitOrder", func(t *testing.T) {
-		t.Parallel()
-		_, pool := pgtest.Migrated(t)
-		// One transaction per event, a few milliseconds apart, so the time
-		// prefixes differ.
-		for i := range 5 {
-			if _, err := pool.Exec(ctx, `INSERT INTO outbox.events (topic, payload) SELECT 't', jsonb_build_object('n', $1::int) FROM pg_sleep(0.002)`, i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rows, err := pool.Query(ctx, `SELECT id::text, (payload->>'n')::int,
-			       abs(extract(epoch FROM created_at) * 1000 - ('x' || translate(left(id::text, 13), '-', ''))::bit(48)::bigint)
-			FROM outbox.events ORDER BY id`)
+			defer conn.Close(ctx)
+			_, errs[i] = migrations.Up(ctx, conn)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("migrator %d: %v", i, err)
 		}
-		defer rows.Close()
-		want := 0
-		for rows.Next() {
-			var id string
-			var n int
-			var skewMS float64
-			if err := rows.Scan(&id, &n, &skewMS); err != nil {
-				t.Fatal(err)
-			}
-			if id[14] != '7' || !strings.ContainsRune("89ab", rune(id[19])) {
-				t.Errorf("id %s: version %c, variant %c; want version 7, variant 10xx", id, id[14], id[19])
-			}
-			if n != want {
-				t.Errorf("ordered by id, event %d comes at position %d", n, want)
-			}
-			if skewMS > 1000 {
-				t.Errorf("id %s: its time prefix is %.0f ms away from created_at", id, skewMS)
-			}
-			want++
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if want != 5 {
-			t.Fatalf("read %d events, want 5", want)
-		}
-	})
+	}
+	pool := pgtest.Pool(t, dbURL)
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.schema_migrations`); n != migrations.Latest() {
+		t.Fatalf("%d versions recorded, want %d", n, migrations.Latest())
+	}
+}
 
-	t.Run("DownRestoresRandomIds", func(t *testing.T) {
-		t.Parallel()
-		_, pool := pgtest.Migrated(t)
-		if _, err := migrations.Down(ctx, pool, 3); err != nil {
+func TestMigrations_PrintedSQLBuildsTheSchemaAndRecordsItsVersions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var buf bytes.Buffer
+	if err := migrations.Print(&buf); err != nil {
+		t.Fatal(err)
+	}
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	if _, err := pool.Exec(ctx, buf.String()); err != nil {
+		t.Fatalf("applying printed SQL: %v", err)
+	}
+	if applied, err := migrations.Up(ctx, pool); err != nil || len(applied) != 0 {
+		t.Fatalf("Up after the printed SQL applied %v (err %v), want nothing", applied, err)
+	}
+	if !strings.Contains(buf.String(), "CREATE TABLE outbox.deliveries") {
+		t.Fatal("printed SQL lacks outbox.deliveries")
+	}
+}
+
+func TestMigrations_DeletingOrTruncatingEventsRemovesTheirStatusRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`WITH ev AS (INSERT INTO outbox.events (topic, payload) SELECT 't', jsonb_build_object('n', s)
+	                  FROM generate_series(1, 10) AS s RETURNING id, payload)
+	      INSERT INTO outbox.deliveries (event_id, status) SELECT id, 'SENT' FROM ev`)
+	exec(`DELETE FROM outbox.events WHERE (payload->>'n')::int <= 3`)
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 7 {
+		t.Fatalf("%d status rows after deleting 3 of 10 events, want 7", n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries d
+		WHERE NOT EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = d.event_id)`); n != 0 {
+		t.Fatalf("%d status rows outlived their events", n)
+	}
+	exec(`TRUNCATE outbox.events`)
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 0 {
+		t.Fatalf("%d status rows after TRUNCATE outbox.events, want 0", n)
+	}
+}
+
+func TestMigrations_NewEventIdsAreVersion7AndFollowTheirCommitOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	// One transaction per event, a few milliseconds apart, so the time
+	// prefixes differ.
+	for i := range 5 {
+		if _, err := pool.Exec(ctx, `INSERT INTO outbox.events (topic, payload) SELECT 't', jsonb_build_object('n', $1::int) FROM pg_sleep(0.002)`, i); err != nil {
 			t.Fatal(err)
 		}
+	}
+	rows, err := pool.Query(ctx, `SELECT id::text, (payload->>'n')::int,
+		       abs(extract(epoch FROM created_at) * 1000 - ('x' || translate(left(id::text, 13), '-', ''))::bit(48)::bigint)
+		FROM outbox.events ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	want := 0
+	for rows.Next() {
 		var id string
-		if err := pool.QueryRow(ctx, `INSERT INTO outbox.events (topic, payload) VALUES ('t', '{}') RETURNING id::text`).Scan(&id); err != nil {
+		var n int
+		var skewMS float64
+		if err := rows.Scan(&id, &n, &skewMS); err != nil {
 			t.Fatal(err)
 		}
-		if id[14] != '4' {
-			t.Fatalf("after Down to 3, new id %s has version %c, want 4", id, id[14])
+		if id[14] != '7' || !strings.ContainsRune("89ab", rune(id[19])) {
+			t.Errorf("id %s: version %c, variant %c; want version 7, variant 10xx", id, id[14], id[19])
 		}
-	})
+		if n != want {
+			t.Errorf("ordered by id, event %d comes at position %d", n, want)
+		}
+		if skewMS > 1000 {
+			t.Errorf("id %s: its time prefix is %.0f ms away from created_at", id, skewMS)
+		}
+		want++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want != 5 {
+		t.Fatalf("read %d events, want 5", want)
+	}
+}
+
+func TestMigrations_DownRestoresRandomIds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	if _, err := migrations.Down(ctx, pool, 3); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := pool.QueryRow(ctx, `INSERT INTO outbox.events (topic, payload) VALUES ('t', '{}') RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if id[14] != '4' {
+		t.Fatalf("after Down to 3, new id %s has version %c, want 4", id, id[14])
+	}
+}
+
+func TestMigrations_ResendLeavesTheAttemptLimitToTheRelayUnlessTheEventSetsOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO outbox.events (id, topic, payload, max_attempts) VALUES
+		('00000000-0000-0000-0000-000000000001', 't', '{}', NULL),
+		('00000000-0000-0000-0000-000000000002', 't', '{}', 9)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT outbox.resend(id) FROM outbox.events`); err != nil {
+		t.Fatal(err)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'PENDING' AND
+		((event_id::text LIKE '%1' AND max_attempts IS NULL) OR (event_id::text LIKE '%2' AND max_attempts = 9))`); n != 2 {
+		t.Fatalf("%d of 2 resent rows have the right max_attempts (NULL: the relay's; 9: the event's own)", n)
+	}
+	if _, err := migrations.Down(ctx, pool, 4); err != nil {
+		t.Fatalf("Down to 4: %v", err)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE max_attempts IS NULL`); n != 0 {
+		t.Fatalf("%d rows without max_attempts after Down to 4, which requires one", n)
+	}
 }

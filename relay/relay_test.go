@@ -181,26 +181,7 @@ func TestRelay_DeliversCommittedEventsWithKeyPayloadHeadersAndStatus(t *testing.
 	if len(recs) != total {
 		t.Fatalf("read %d records from Kafka, want %d", len(recs), total)
 	}
-	type row struct {
-		key, payload, headers, eventType string
-		partition                        int32
-		offset                           int64
-	}
-	rows := map[string]row{}
-	dbRows, err := b.pool.Query(context.Background(), `
-		SELECT e.id::text, e.key, e.payload::text, e.headers::text, e.event_type, d.kafka_partition, d.kafka_offset
-		FROM outbox.events e JOIN outbox.deliveries d ON d.event_id = e.id WHERE d.status = 'SENT'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for dbRows.Next() {
-		var id string
-		var r row
-		if err := dbRows.Scan(&id, &r.key, &r.payload, &r.headers, &r.eventType, &r.partition, &r.offset); err != nil {
-			t.Fatal(err)
-		}
-		rows[id] = r
-	}
+	rows := b.sentRows(t)
 	lastSeq := map[string]int{}
 	for _, rec := range recs {
 		id, ok := header(rec, kafka.HeaderEventID)
@@ -211,25 +192,7 @@ func TestRelay_DeliversCommittedEventsWithKeyPayloadHeadersAndStatus(t *testing.
 		if !ok {
 			t.Fatalf("record for event %s has no SENT row", id)
 		}
-		if string(rec.Key) != want.key {
-			t.Errorf("event %s: key %q, want %q", id, rec.Key, want.key)
-		}
-		if string(rec.Value) != want.payload {
-			t.Errorf("event %s: value %q, want payload::text %q", id, rec.Value, want.payload)
-		}
-		if et, _ := header(rec, kafka.HeaderEventType); et != want.eventType {
-			t.Errorf("event %s: %s header %q, want %q", id, kafka.HeaderEventType, et, want.eventType)
-		}
-		var hs map[string]string
-		_ = json.Unmarshal([]byte(want.headers), &hs)
-		for k, v := range hs {
-			if got, _ := header(rec, k); got != v {
-				t.Errorf("event %s: header %s = %q, want %q", id, k, got, v)
-			}
-		}
-		if rec.Partition != want.partition || rec.Offset != want.offset {
-			t.Errorf("event %s: on Kafka at %d/%d, status row says %d/%d", id, rec.Partition, rec.Offset, want.partition, want.offset)
-		}
+		checkRecord(t, id, rec, want)
 		var p struct{ Seq int }
 		_ = json.Unmarshal(rec.Value, &p)
 		if p.Seq <= lastSeq[want.key] {
@@ -239,5 +202,57 @@ func TestRelay_DeliversCommittedEventsWithKeyPayloadHeadersAndStatus(t *testing.
 	}
 	if !strings.Contains(string(recs[0].Value), "größe ✓") {
 		t.Errorf("non-ASCII payload mangled: %s", recs[0].Value)
+	}
+}
+
+// sentRow is an event and its SENT status row.
+type sentRow struct {
+	key, payload, headers, eventType string
+	partition                        int32
+	offset                           int64
+}
+
+// sentRows reads every SENT event with its row, by event id.
+func (b *testBundle) sentRows(t *testing.T) map[string]sentRow {
+	t.Helper()
+	rows := map[string]sentRow{}
+	dbRows, err := b.pool.Query(context.Background(), `
+		SELECT e.id::text, e.key, e.payload::text, e.headers::text, e.event_type, d.kafka_partition, d.kafka_offset
+		FROM outbox.events e JOIN outbox.deliveries d ON d.event_id = e.id WHERE d.status = 'SENT'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dbRows.Next() {
+		var id string
+		var r sentRow
+		if err := dbRows.Scan(&id, &r.key, &r.payload, &r.headers, &r.eventType, &r.partition, &r.offset); err != nil {
+			t.Fatal(err)
+		}
+		rows[id] = r
+	}
+	return rows
+}
+
+// checkRecord compares the record of event id with its row.
+func checkRecord(t *testing.T, id string, rec *kgo.Record, want sentRow) {
+	t.Helper()
+	if string(rec.Key) != want.key {
+		t.Errorf("event %s: key %q, want %q", id, rec.Key, want.key)
+	}
+	if string(rec.Value) != want.payload {
+		t.Errorf("event %s: value %q, want payload::text %q", id, rec.Value, want.payload)
+	}
+	if et, _ := header(rec, kafka.HeaderEventType); et != want.eventType {
+		t.Errorf("event %s: %s header %q, want %q", id, kafka.HeaderEventType, et, want.eventType)
+	}
+	var hs map[string]string
+	_ = json.Unmarshal([]byte(want.headers), &hs)
+	for k, v := range hs {
+		if got, _ := header(rec, k); got != v {
+			t.Errorf("event %s: header %s = %q, want %q", id, k, got, v)
+		}
+	}
+	if rec.Partition != want.partition || rec.Offset != want.offset {
+		t.Errorf("event %s: on Kafka at %d/%d, status row says %d/%d", id, rec.Partition, rec.Offset, want.partition, want.offset)
 	}
 }

@@ -29,9 +29,9 @@ func newFakeProducer() *fakeProducer {
 		errs: make(chan *sarama.ProducerError, 16), closed: make(chan struct{})}
 }
 
-func (f *fakeProducer) Input() chan<- *sarama.ProducerMessage      { return f.in }
+func (f *fakeProducer) Input() chan<- *sarama.ProducerMessage     { return f.in }
 func (f *fakeProducer) Successes() <-chan *sarama.ProducerMessage { return f.succ }
-func (f *fakeProducer) Errors() <-chan *sarama.ProducerError       { return f.errs }
+func (f *fakeProducer) Errors() <-chan *sarama.ProducerError      { return f.errs }
 func (f *fakeProducer) Close() error {
 	f.once.Do(func() { close(f.succ); close(f.errs); close(f.closed) })
 	return nil

@@ -187,3 +187,19 @@ func Count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 	}
 	return n
 }
+
+// InsertEvents commits n events on topic "t" in one statement and returns
+// their ids in insertion order.
+func InsertEvents(t testing.TB, pool *pgxpool.Pool, n int) [][16]byte {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `INSERT INTO outbox.events (topic, payload)
+		SELECT 't', jsonb_build_object('n', n) FROM generate_series(1, $1) AS n ORDER BY n RETURNING id`, n)
+	if err != nil {
+		t.Fatalf("inserting %d events: %v", n, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	if err != nil || len(ids) != n {
+		t.Fatalf("inserted %d of %d events: %v", len(ids), n, err)
+	}
+	return ids
+}

@@ -20,7 +20,7 @@ func BenchmarkInsertOutcomes(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		rows.Reset()
-		for i, id := range insertEvents(b, pool, n) {
+		for i, id := range pgtest.InsertEvents(b, pool, n) {
 			rows.Add(store.Outcome{EventID: id, Status: store.StatusSent, Attempts: 1, Offset: int64(i), MaxAttempts: 5})
 		}
 		b.StartTimer()

@@ -11,28 +11,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
-// insertEvents commits n events on topic t and returns their ids in order.
-func insertEvents(tb testing.TB, pool *pgxpool.Pool, n int) [][16]byte {
-	tb.Helper()
-	rows, err := pool.Query(context.Background(), `INSERT INTO outbox.events (topic, payload)
-		SELECT 't', jsonb_build_object('n', n) FROM generate_series(1, $1) AS n ORDER BY n RETURNING id`, n)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var ids [][16]byte
-	for rows.Next() {
-		var id [16]byte
-		if err := rows.Scan(&id); err != nil {
-			tb.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil || len(ids) != n {
-		tb.Fatalf("inserted %d of %d events: %v", len(ids), n, err)
-	}
-	return ids
-}
-
 // dbNow is the database's clock.
 func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
 	t.Helper()
@@ -49,7 +27,7 @@ func TestStore_StuckRowsAreTakenBackOnlyPastTheThreshold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
-	ids := insertEvents(t, pool, 2)
+	ids := pgtest.InsertEvents(t, pool, 2)
 	// Two rows claimed now by an instance that will die; one has used 2 of
 	// its 3 attempts, the other has no limit of its own.
 	if _, err := pool.Exec(ctx, `INSERT INTO outbox.deliveries (event_id, status, attempts, max_attempts, locked_by, locked_at)
@@ -85,7 +63,7 @@ func TestStore_AFailedAttemptIsClaimedAgainOnlyAfterItsBackoff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
-	ids := insertEvents(t, pool, 1)
+	ids := pgtest.InsertEvents(t, pool, 1)
 	now := dbNow(t, pool)
 	st := store.New(pool).WithClock(at(now))
 	if _, err := pool.Exec(ctx, `INSERT INTO outbox.deliveries (event_id, status, locked_by, locked_at)
@@ -119,7 +97,7 @@ func TestStore_GapSweepTakesOnlyEventsOlderThanTheGrace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
-	insertEvents(t, pool, 3)
+	pgtest.InsertEvents(t, pool, 3)
 	now := dbNow(t, pool)
 	st := store.New(pool)
 	from := now.Add(-time.Hour)
@@ -142,7 +120,7 @@ func TestStore_StreamAndPollerOutcomesLeaveTheSameRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
-	ids := insertEvents(t, pool, 2)
+	ids := pgtest.InsertEvents(t, pool, 2)
 	st := store.New(pool)
 	sent := func(id [16]byte) *store.Outcomes {
 		var o store.Outcomes
