@@ -139,11 +139,11 @@ func (l *layout) text(i int, values [][]byte) ([]byte, error) {
 }
 
 // payloadBytes returns the value bytes: bytea, text and json byte-exact, jsonb in
-// PostgreSQL's text form.
+// PostgreSQL's text form, nil for NULL (a tombstone).
 func (l *layout) payloadBytes(values [][]byte) ([]byte, error) {
 	v := values[l.payload]
 	if v == nil {
-		return nil, errors.New("payload is NULL")
+		return nil, nil // a tombstone
 	}
 	switch oid := l.rel.Columns[l.payload].TypeOID; oid {
 	case oidJSONB:

@@ -49,12 +49,15 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.Int(&k.MetadataRetries, "kafka-metadata-retries", kafka.MetadataRetriesDefault, "metadata refresh attempts per lookup")
 	fs.Duration(&k.DialTimeout, "kafka-dial-timeout", kafka.DialTimeoutDefault, "broker connection timeout")
 	fs.Duration(&k.RequestTimeout, "kafka-request-timeout", kafka.RequestTimeoutDefault, "produce request timeout")
-	fs.String(&k.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: empty (none) or PLAIN")
+	fs.String(&k.Partitioner, "kafka-partitioner", kafka.PartitionerDefault, "partition of a keyed event: murmur2 (the Java client's, Kafka Streams') or fnv1a (sarama's; outbox-relay's placement before murmur2)")
+	fs.String(&k.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: empty (none), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	fs.String(&k.SASLUser, "kafka-sasl-user", "", "SASL user")
 	fs.String(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
 	fs.Bool(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
 	fs.String(&k.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of CAs to trust for Kafka TLS (implies --kafka-tls)")
 	fs.Bool(&k.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "do not verify the broker's certificate")
+	fs.String(&k.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate for mutual TLS (with --kafka-tls-key-file; implies --kafka-tls)")
+	fs.String(&k.TLSKeyFile, "kafka-tls-key-file", "", "PEM private key of --kafka-tls-cert-file")
 	fs.String(&c.Mode, "mode", relay.ModeStream, "stream (replication stream, plus the poller for retries and gaps) or poll (the poller alone)")
 	pc := &c.Poll
 	fs.Duration(&pc.Interval, "poll-interval", relay.PollIntervalDefault, "poller: wait between polls when idle")
@@ -111,7 +114,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		zap.String("database_url", redact.URL(cfg.DatabaseURL)),
 		zap.Strings("kafka_brokers", cfg.Kafka.Brokers),
 		zap.String("mode", cfg.Mode), zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
-		zap.Bool("kafka_sasl", cfg.Kafka.SASLMechanism != ""), zap.Bool("kafka_tls", cfg.Kafka.TLS || cfg.Kafka.TLSCAFile != ""))
+		zap.String("kafka_sasl_mechanism", cfg.Kafka.SASLMechanism), zap.Bool("kafka_tls", cfg.Kafka.UsesTLS()),
+		zap.Bool("kafka_tls_client_cert", cfg.Kafka.TLSCertFile != ""), zap.String("kafka_partitioner", cfg.Kafka.Partitioner))
 
 	if o.debugAddr != "" {
 		ln, err := net.Listen("tcp", o.debugAddr)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/rcrowley/go-metrics"
+	"github.com/xdg-go/scram"
 )
 
 // noSaramaMetrics turns off sarama's metrics (go-metrics meters and
@@ -52,14 +53,23 @@ type Config struct {
 	// RequestTimeout bounds a produce request (the broker's ack wait too).
 	RequestTimeout time.Duration
 
-	// SASLMechanism is empty (no SASL) or PLAIN.
+	// Partitioner places keyed events: murmur2 (the Java client's, the
+	// default) or fnv1a (sarama's).
+	Partitioner string
+
+	// SASLMechanism is empty (no SASL), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
 	SASLMechanism string
 	SASLUser      string
 	SASLPassword  string
 
+	// TLS turns TLS on; a CA file or a client certificate implies it.
 	TLS                   bool
 	TLSCAFile             string
 	TLSInsecureSkipVerify bool
+	// TLSCertFile and TLSKeyFile are the client's certificate and key (PEM)
+	// for brokers that require mutual TLS; both or neither.
+	TLSCertFile string
+	TLSKeyFile  string
 }
 
 func (k Config) withDefaults() Config {
@@ -70,6 +80,7 @@ func (k Config) withDefaults() Config {
 	k.MetadataRetries = cmp.Or(k.MetadataRetries, MetadataRetriesDefault)
 	k.DialTimeout = cmp.Or(k.DialTimeout, DialTimeoutDefault)
 	k.RequestTimeout = cmp.Or(k.RequestTimeout, RequestTimeoutDefault)
+	k.Partitioner = cmp.Or(k.Partitioner, PartitionerDefault)
 	return k
 }
 
@@ -101,6 +112,9 @@ func (k Config) Sarama() (*sarama.Config, error) {
 		return nil, errors.New("--kafka-max-message-bytes must be positive")
 	}
 	k.producer(c)
+	if c.Producer.Partitioner, err = partitioner(k.Partitioner); err != nil {
+		return nil, err
+	}
 	if c.Producer.Compression, err = compression(k.Compression); err != nil {
 		return nil, err
 	}
@@ -129,7 +143,6 @@ func (k Config) producer(c *sarama.Config) {
 	c.Producer.Timeout = k.RequestTimeout
 	c.Producer.Flush.Frequency = k.Linger
 	c.Producer.MaxMessageBytes = k.MaxMessageBytes
-	c.Producer.Partitioner = sarama.NewHashPartitioner
 	c.ChannelBufferSize = 1024
 	c.Metadata.Full = false
 	c.Metadata.Retry.Max = k.MetadataRetries
@@ -141,26 +154,35 @@ func (k Config) producer(c *sarama.Config) {
 
 // sasl sets up SASL authentication, if a mechanism is configured.
 func (k Config) sasl(c *sarama.Config) error {
-	switch strings.ToUpper(k.SASLMechanism) {
+	mech := strings.ToUpper(k.SASLMechanism)
+	switch mech {
 	case "":
 		return nil
 	case sarama.SASLTypePlaintext:
-		if k.SASLUser == "" {
-			return errors.New("--kafka-sasl-user is required with --kafka-sasl-mechanism=PLAIN")
-		}
-		c.Net.SASL.Enable = true
-		c.Net.SASL.Mechanism = sarama.SASLTypePlaintext
-		c.Net.SASL.User = k.SASLUser
-		c.Net.SASL.Password = k.SASLPassword
-		c.Net.SASL.Handshake = true
-		return nil
+	case sarama.SASLTypeSCRAMSHA256:
+		c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA256} }
+	case sarama.SASLTypeSCRAMSHA512:
+		c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA512} }
+	default:
+		return fmt.Errorf("--kafka-sasl-mechanism: %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.SASLMechanism)
 	}
-	return fmt.Errorf("--kafka-sasl-mechanism: %q is not supported; outbox-relay implements PLAIN (SCRAM is not implemented yet)", k.SASLMechanism)
+	if k.SASLUser == "" {
+		return fmt.Errorf("--kafka-sasl-user is required with --kafka-sasl-mechanism=%s", mech)
+	}
+	c.Net.SASL.Enable = true
+	c.Net.SASL.Mechanism = sarama.SASLMechanism(mech)
+	c.Net.SASL.User = k.SASLUser
+	c.Net.SASL.Password = k.SASLPassword
+	c.Net.SASL.Handshake = true
+	return nil
 }
+
+// UsesTLS reports whether the relay connects over TLS.
+func (k Config) UsesTLS() bool { return k.TLS || k.TLSCAFile != "" || k.TLSCertFile != "" }
 
 // tls returns the TLS configuration, or nil when TLS is off.
 func (k Config) tls() (*tls.Config, error) {
-	if !k.TLS && k.TLSCAFile == "" {
+	if !k.UsesTLS() {
 		return nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLSInsecureSkipVerify} //nolint:gosec // operator's explicit choice
@@ -174,6 +196,16 @@ func (k Config) tls() (*tls.Config, error) {
 			return nil, fmt.Errorf("--kafka-tls-ca-file: no PEM certificate in %s", k.TLSCAFile)
 		}
 		tc.RootCAs = pool
+	}
+	if (k.TLSCertFile == "") != (k.TLSKeyFile == "") {
+		return nil, errors.New("--kafka-tls-cert-file and --kafka-tls-key-file go together: give both for mutual TLS, or neither")
+	}
+	if k.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(k.TLSCertFile, k.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-tls-cert-file, --kafka-tls-key-file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
 }

@@ -21,7 +21,7 @@ type Event struct {
 	ID    [16]byte
 	Topic []byte
 	Key   []byte // nil: no key
-	Value []byte
+	Value []byte // nil: a tombstone (a null value), which needs a key
 	// Headers is a JSON object of string values (the headers column's text),
 	// or nil.
 	Headers   []byte
@@ -51,7 +51,11 @@ func (m *Message) Build(ev Event) error {
 	if ev.Key != nil {
 		r.Key = sarama.ByteEncoder(ev.Key)
 	}
-	r.Value = sarama.ByteEncoder(ev.Value)
+	if ev.Value != nil {
+		r.Value = sarama.ByteEncoder(ev.Value)
+	} else if ev.Key == nil {
+		return errors.New("a tombstone needs a key: payload and key are both NULL")
+	}
 	if ev.Headers != nil {
 		var err error
 		// userHeaders leaves room for the relay's two.

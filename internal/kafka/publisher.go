@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -98,9 +97,8 @@ func Connect(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, erro
 			p.client = client
 			return p, nil
 		}
-		var cerr sarama.ConfigurationError
-		if errors.As(err, &cerr) {
-			err = fmt.Errorf("kafka configuration: %w", err)
+		if rerr := refused(err, cfg, sc); rerr != nil {
+			err = rerr
 		} else {
 			down.Failed(err)
 			if outage.Sleep(ctx, bo.NextBackOff()) {
