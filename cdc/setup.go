@@ -4,16 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// ErrSetup marks problems an operator must fix (wal_level, version, a slot of
-// the wrong plugin, a publication that does not publish outbox inserts);
-// retrying does not help.
-var ErrSetup = errors.New("replication setup")
+// Errors callers branch on.
+var (
+	// ErrSetup marks problems an operator must fix (wal_level, version, a
+	// slot of the wrong plugin or database, a publication that does not
+	// publish outbox inserts); retrying does not help.
+	ErrSetup = errors.New("setup problem")
+	// ErrSlotInvalid: the server invalidated the slot (it fell behind more
+	// than max_slot_wal_keep_size); it can never stream again and must be
+	// dropped and created anew.
+	ErrSlotInvalid = errors.New("replication slot invalidated")
+)
+
+// SlotInUseError says another process streams from the slot: this one is a
+// standby until the slot is free.
+type SlotInUseError struct {
+	Slot string
+	PID  int // 0 when the server did not say
+}
+
+func (e *SlotInUseError) Error() string {
+	if e.PID == 0 {
+		return fmt.Sprintf("replication slot %q is in use by another process", e.Slot)
+	}
+	return fmt.Sprintf("replication slot %q is in use by pid %d", e.Slot, e.PID)
+}
+
+// failoverServerVersion is PostgreSQL 17: slots that survive a failover.
+const failoverServerVersion = 170000
 
 // SlotInfo describes the replication slot as Prepare found or made it.
 type SlotInfo struct {
@@ -27,7 +54,7 @@ const minServerVersion = 140000
 // Prepare checks the server can stream the outbox, creates the publication
 // when it is missing, and reports whether the slot exists (Created=true
 // means it does not yet: Open creates it on the replication connection).
-func Prepare(ctx context.Context, conn *pgx.Conn, slot, publication string) (SlotInfo, error) {
+func Prepare(ctx context.Context, conn *pgx.Conn, cfg Config) (SlotInfo, error) {
 	var walLevel string
 	var version int
 	if err := conn.QueryRow(ctx, `SELECT current_setting('wal_level'), current_setting('server_version_num')::int`).Scan(&walLevel, &version); err != nil {
@@ -39,6 +66,10 @@ func Prepare(ctx context.Context, conn *pgx.Conn, slot, publication string) (Slo
 	if version < minServerVersion {
 		return SlotInfo{}, fmt.Errorf("%w: PostgreSQL %d is too old; outbox-relay needs 14 or newer", ErrSetup, version/10000)
 	}
+	if cfg.Failover && version < failoverServerVersion {
+		return SlotInfo{}, fmt.Errorf("%w: --slot-failover needs PostgreSQL 17 or newer (slots created with FAILOVER); this server is %d. "+
+			"Before 17 a failover loses the slot and the relay creates it again and backfills", ErrSetup, version/10000)
+	}
 	var hasTable bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('outbox.events') IS NOT NULL`).Scan(&hasTable); err != nil {
 		return SlotInfo{}, fmt.Errorf("looking for outbox.events: %w", err)
@@ -46,10 +77,10 @@ func Prepare(ctx context.Context, conn *pgx.Conn, slot, publication string) (Slo
 	if !hasTable {
 		return SlotInfo{}, fmt.Errorf("%w: table outbox.events does not exist; run `outbox-relay migrate` first", ErrSetup)
 	}
-	if err := preparePublication(ctx, conn, publication); err != nil {
+	if err := preparePublication(ctx, conn, cfg.Publication); err != nil {
 		return SlotInfo{}, err
 	}
-	return prepareSlot(ctx, conn, slot)
+	return prepareSlot(ctx, conn, cfg.Slot)
 }
 
 func preparePublication(ctx context.Context, conn *pgx.Conn, publication string) error {
@@ -77,12 +108,12 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, publication string)
 }
 
 func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, error) {
-	var plugin, slotType string
-	var confirmed *string
-	var db *string
+	var plugin, slotType, walStatus string
+	var confirmed, db *string
+	var activePID *int
 	err := conn.QueryRow(ctx, `
-		SELECT coalesce(plugin, ''), slot_type, confirmed_flush_lsn::text, database
-		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &slotType, &confirmed, &db)
+		SELECT coalesce(plugin, ''), slot_type, confirmed_flush_lsn::text, database, active_pid, coalesce(wal_status, '')
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &slotType, &confirmed, &db, &activePID, &walStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SlotInfo{Created: true}, nil
 	}
@@ -97,7 +128,13 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, er
 		return SlotInfo{}, fmt.Errorf("reading current database: %w", err)
 	}
 	if db != nil && *db != current {
-		return SlotInfo{}, fmt.Errorf("%w: replication slot %q belongs to database %q, not %q", ErrSetup, slot, *db, current)
+		return SlotInfo{}, fmt.Errorf("%w: replication slot %q belongs to database %q, not %q (choose another --slot)", ErrSetup, slot, *db, current)
+	}
+	if walStatus == "lost" {
+		return SlotInfo{}, fmt.Errorf("%w: slot %q fell behind by more than max_slot_wal_keep_size and the server removed the WAL it needed", ErrSlotInvalid, slot)
+	}
+	if activePID != nil {
+		return SlotInfo{}, &SlotInUseError{Slot: slot, PID: *activePID}
 	}
 	info := SlotInfo{}
 	if confirmed != nil {
@@ -106,6 +143,57 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, er
 		}
 	}
 	return info, nil
+}
+
+// DropSlot drops slot if it exists. A slot in use is not dropped: the
+// error is a *SlotInUseError.
+func DropSlot(ctx context.Context, databaseURL, slot string) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("connecting to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+	if err != nil {
+		if inUse := slotInUse(err, slot); inUse != nil {
+			return inUse
+		}
+		return fmt.Errorf("dropping replication slot %q: %w", slot, err)
+	}
+	return nil
+}
+
+// slotInUse turns the server's "replication slot ... is active for PID n"
+// (or "already exists", another process creating it) into a
+// *SlotInUseError, or returns nil.
+func slotInUse(err error, slot string) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return nil
+	}
+	switch pgErr.Code {
+	case "55006": // object_in_use
+		e := &SlotInUseError{Slot: slot}
+		if m := activePID.FindStringSubmatch(pgErr.Message); m != nil {
+			e.PID, _ = strconv.Atoi(m[1])
+		}
+		return e
+	case "42710": // duplicate_object: created by another process just now
+		return &SlotInUseError{Slot: slot}
+	}
+	return nil
+}
+
+var activePID = regexp.MustCompile(`PID (\d+)`)
+
+// slotInvalid recognises the server refusing to stream from an invalidated
+// slot, or returns nil.
+func slotInvalid(err error, slot string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55000" && strings.Contains(pgErr.Message, "can no longer") {
+		return fmt.Errorf("%w: slot %q: %s (%s)", ErrSlotInvalid, slot, pgErr.Message, pgErr.Detail)
+	}
+	return nil
 }
 
 // quoteIdent quotes a PostgreSQL identifier.

@@ -32,6 +32,18 @@ type Config struct {
 	Publication string
 	// StatusInterval is how often the confirmed position is sent to the server.
 	StatusInterval time.Duration
+	// Failover creates the slot with FAILOVER, so that it survives a
+	// failover to a standby (PostgreSQL 17 and newer; ErrSetup before).
+	Failover bool
+	// BeforeCreate, when set, is called just before Open creates the slot.
+	BeforeCreate func(ctx context.Context) error
+	// OnCreate, when set, is called once Open has created the slot and
+	// before streaming starts, with the name of the snapshot the slot
+	// exported: the committed rows visible in it are exactly those the
+	// stream will not bring. It must import the snapshot (SET TRANSACTION
+	// SNAPSHOT) before it returns; the snapshot stays valid in the
+	// importing transaction after that.
+	OnCreate func(ctx context.Context, snapshot string) error
 }
 
 func (c *Config) withDefaults() Config {
@@ -65,7 +77,9 @@ type Stream struct {
 }
 
 // Open prepares the slot and publication (see Prepare) and starts streaming
-// from the slot's confirmed position.
+// from the slot's confirmed position, creating the slot if it is missing.
+// A slot another process streams from gives a *SlotInUseError; an
+// invalidated one ErrSlotInvalid.
 func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	cfg = cfg.withDefaults()
 	sc, err := pgx.Connect(ctx, cfg.DatabaseURL)
@@ -73,12 +87,24 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 		return nil, fmt.Errorf("connecting to postgres: %w", err)
 	}
 	defer sc.Close(context.WithoutCancel(ctx))
-	slot, err := Prepare(ctx, sc, cfg.Slot, cfg.Publication)
+	slot, err := Prepare(ctx, sc, cfg)
 	if err != nil {
 		return nil, err
 	}
+	conn, err := connectReplication(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	s, err := start(ctx, conn, sc, cfg, slot)
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return s, nil
+}
 
-	pc, err := pgconn.ParseConfig(cfg.DatabaseURL)
+func connectReplication(ctx context.Context, databaseURL string) (*pgconn.PgConn, error) {
+	pc, err := pgconn.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database URL: %w", err)
 	}
@@ -88,19 +114,18 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening replication connection: %w", err)
 	}
+	return conn, nil
+}
+
+// start creates the slot if it is missing and starts replication on conn.
+func start(ctx context.Context, conn *pgconn.PgConn, sc *pgx.Conn, cfg Config, slot SlotInfo) (*Stream, error) {
 	if slot.Created {
-		res, err := pglogrepl.CreateReplicationSlot(ctx, conn, cfg.Slot, "pgoutput",
-			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"})
-		if err != nil {
-			conn.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("creating replication slot %q: %w", cfg.Slot, err)
-		}
-		if slot.ConfirmedFlush, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
-			conn.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("parsing slot LSN %q: %w", res.ConsistentPoint, err)
+		var err error
+		if slot.ConfirmedFlush, err = createSlot(ctx, conn, cfg); err != nil {
+			return nil, err
 		}
 	}
-	err = pglogrepl.StartReplication(ctx, conn, quoteIdent(cfg.Slot), 0, pglogrepl.StartReplicationOptions{
+	err := pglogrepl.StartReplication(ctx, conn, quoteIdent(cfg.Slot), 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{
 			"proto_version '1'",
 			"publication_names " + quoteLiteral(cfg.Publication),
@@ -108,25 +133,61 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 		},
 	})
 	if err != nil {
-		conn.Close(context.WithoutCancel(ctx))
+		if e := cmp.Or(slotInUse(err, cfg.Slot), slotInvalid(err, cfg.Slot)); e != nil {
+			return nil, e
+		}
 		return nil, fmt.Errorf("starting replication on slot %q: %w", cfg.Slot, err)
 	}
 	// Whoever read this slot before has stopped (the slot was free), so no
 	// transaction committing after this point reached them.
 	var current string
 	if err := sc.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&current); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("reading the WAL position: %w", err)
 	}
 	replayUntil, err := pglogrepl.ParseLSN(current)
 	if err != nil {
-		conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("parsing WAL position %q: %w", current, err)
 	}
 	return &Stream{
 		cfg: cfg, conn: conn, dec: newDecoder(), replayUntil: replayUntil,
 		started: slot.ConfirmedFlush, reported: slot.ConfirmedFlush, lastCommitEnd: slot.ConfirmedFlush,
 	}, nil
+}
+
+// createSlot creates the slot on the replication connection, exporting its
+// snapshot to cfg.OnCreate when that is set, and returns its consistent
+// point. Creating a slot waits for every transaction open at that moment.
+func createSlot(ctx context.Context, conn *pgconn.PgConn, cfg Config) (pglogrepl.LSN, error) {
+	if cfg.BeforeCreate != nil {
+		if err := cfg.BeforeCreate(ctx); err != nil {
+			return 0, err
+		}
+	}
+	snapshot, option := "NOEXPORT_SNAPSHOT", "nothing"
+	if cfg.OnCreate != nil {
+		snapshot, option = "EXPORT_SNAPSHOT", "export"
+	}
+	sql := fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput %s", quoteIdent(cfg.Slot), snapshot)
+	if cfg.Failover { // PostgreSQL 17's option list (Prepare checked the version)
+		sql = fmt.Sprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT '%s', FAILOVER)", quoteIdent(cfg.Slot), option)
+	}
+	res, err := pglogrepl.ParseCreateReplicationSlot(conn.Exec(ctx, sql))
+	if err != nil {
+		if inUse := slotInUse(err, cfg.Slot); inUse != nil {
+			return 0, inUse
+		}
+		return 0, fmt.Errorf("creating replication slot %q: %w", cfg.Slot, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return 0, fmt.Errorf("parsing slot LSN %q: %w", res.ConsistentPoint, err)
+	}
+	if cfg.OnCreate != nil {
+		if err := cfg.OnCreate(ctx, res.SnapshotName); err != nil {
+			return 0, fmt.Errorf("using the snapshot of new slot %q: %w", cfg.Slot, err)
+		}
+	}
+	return lsn, nil
 }
 
 // ReplayUntil is the WAL position when streaming started. A transaction

@@ -20,6 +20,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/outage"
 	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/migrations"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -40,6 +41,24 @@ const (
 	ModeStream = "stream"
 	ModePoll   = "poll"
 )
+
+// What to do when PostgreSQL invalidates the slot (--on-invalid-slot).
+const (
+	// InvalidSlotRecreate drops the slot, creates it again and backfills.
+	InvalidSlotRecreate = "recreate"
+	// InvalidSlotExit stops the relay (exit code 2) for a person to decide.
+	InvalidSlotExit = "exit"
+)
+
+// standbyRetry is how often a standby relay tries to take over the slot.
+const standbyRetry = time.Second
+
+// IsSetup reports whether err is a problem an operator must fix before the
+// relay can run (wrong server settings, schema, slot or publication); the
+// CLI exits with code 2 for it.
+func IsSetup(err error) bool {
+	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid)
+}
 
 // Defaults for Config.
 const (
@@ -73,6 +92,11 @@ type Config struct {
 	// Mode is ModeStream (the stream, plus the poller for retries and gaps)
 	// or ModePoll (the poller alone: a classic polling relay).
 	Mode string
+	// SlotFailover creates the slot with FAILOVER (PostgreSQL 17 and newer)
+	// so that it survives a failover to a standby.
+	SlotFailover bool
+	// OnInvalidSlot is InvalidSlotRecreate (the default) or InvalidSlotExit.
+	OnInvalidSlot string
 	// Poll configures the poller.
 	Poll PollerConfig
 	// Retry is the policy given to events whose status row this relay creates.
@@ -100,6 +124,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.Retry = c.Retry.WithDefaults()
 	c.Mode = cmp.Or(c.Mode, ModeStream)
+	c.OnInvalidSlot = cmp.Or(c.OnInvalidSlot, InvalidSlotRecreate)
 	if c.Mode == ModePoll && c.Poll.GapGrace == 0 {
 		c.Poll.GapGrace = -1 // polling alone: the sweep is the delivery path
 	}
@@ -131,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mode != ModeStream && c.Mode != ModePoll {
 		return fmt.Errorf("--mode: %q is not stream or poll", c.Mode)
+	}
+	if c.OnInvalidSlot != InvalidSlotRecreate && c.OnInvalidSlot != InvalidSlotExit {
+		return fmt.Errorf("--on-invalid-slot: %q is not recreate or exit", c.OnInvalidSlot)
 	}
 	if err := c.Poll.validate(); err != nil {
 		return err
@@ -178,9 +206,12 @@ func (r *Relay) Close() { r.store.Close() }
 
 // Run relays until ctx ends, then drains what is in flight, records its
 // statuses, confirms the slot and returns nil. Lost connections to
-// PostgreSQL or Kafka are retried with backoff; configuration problems that
-// retrying cannot fix are returned.
+// PostgreSQL or Kafka are retried with backoff; problems that retrying
+// cannot fix are returned at once (IsSetup tells the setup ones).
 func (r *Relay) Run(ctx context.Context) (err error) {
+	if err := r.checkSchema(ctx); err != nil || ctx.Err() != nil {
+		return err
+	}
 	pub, err := kafka.Connect(ctx, r.cfg.Kafka, r.log)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -198,13 +229,16 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	if r.cfg.Mode == ModePoll {
 		slot = ""
 	}
+	// The poller stops with the stream: a setup error ends the process
+	// whatever the poller is doing.
+	pollCtx, stopPolling := context.WithCancel(ctx)
 	p := newPoller(r.cfg.Poll, r.store, pub, r.settle, r.cfg.Now, r.log, slot)
 	pollerDone := make(chan struct{})
 	go func() {
 		defer close(pollerDone)
-		p.run(ctx)
+		p.run(pollCtx)
 	}()
-	defer func() { <-pollerDone }()
+	defer func() { stopPolling(); <-pollerDone }()
 	if r.cfg.Mode == ModePoll {
 		r.log.Info("polling (no replication stream)", zap.String("instance", r.cfg.Poll.InstanceID))
 		<-ctx.Done()
@@ -213,26 +247,86 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	return r.stream(ctx, pub)
 }
 
-// stream runs replication sessions one after another until ctx ends or a
-// setup error that retrying cannot fix.
+// checkSchema waits for PostgreSQL and fails when the outbox schema is
+// missing or older than this relay.
+func (r *Relay) checkSchema(ctx context.Context) error {
+	var version int
+	err := outage.Retry(ctx, outage.New(r.log, "postgres"), func(ctx context.Context) error {
+		var err error
+		version, err = r.store.SchemaVersion(ctx)
+		if errors.Is(err, store.ErrNoSchema) {
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil || ctx.Err() != nil:
+		return nil // ctx ended while PostgreSQL was down
+	case version == 0:
+		return fmt.Errorf("%w: the outbox schema does not exist in this database; run `outbox-relay migrate` first", cdc.ErrSetup)
+	case version < migrations.Latest():
+		return fmt.Errorf("%w: the outbox schema is at version %d, this relay needs %d; run `outbox-relay migrate` first",
+			cdc.ErrSetup, version, migrations.Latest())
+	}
+	return nil
+}
+
+// stream runs replication sessions one after another until ctx ends or an
+// error that retrying cannot fix. While another relay streams from the slot
+// this one is a standby and tries to take over every standbyRetry.
 func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher) error {
 	bo := retry.Reconnect(500*time.Millisecond, 30*time.Second)
 	down := outage.New(r.log, "postgres replication stream")
+	standby := false
 	for {
 		err := r.session(ctx, pub, down)
-		if ctx.Err() != nil {
+		var inUse *cdc.SlotInUseError
+		switch {
+		case ctx.Err() != nil:
 			return err
-		}
-		if errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) {
-			return err
-		}
-		if err == nil {
+		case err == nil:
 			bo.Reset()
 			continue
+		case IsSetup(err) && !errors.Is(err, cdc.ErrSlotInvalid):
+			return err
+		case errors.As(err, &inUse):
+			if !standby {
+				r.log.Info("standby: "+inUse.Error()+"; taking over when it is free",
+					zap.String("slot", inUse.Slot), zap.Int("pid", inUse.PID), zap.Duration("retry", standbyRetry))
+				standby = true
+			}
+			if !outage.Sleep(ctx, standbyRetry) {
+				return nil
+			}
+			continue
+		case errors.Is(err, cdc.ErrSlotInvalid):
+			if err := r.invalidSlot(ctx, err); err != nil {
+				return err
+			}
+			continue
 		}
+		standby = false
 		down.Failed(err)
 		if !outage.Sleep(ctx, bo.NextBackOff()) {
 			return nil
 		}
 	}
+}
+
+// invalidSlot handles a slot the server invalidated: with
+// InvalidSlotRecreate it is dropped (the next session creates it and
+// backfills), with InvalidSlotExit the error is returned.
+func (r *Relay) invalidSlot(ctx context.Context, invalid error) error {
+	r.log.Error("replication slot invalidated: PostgreSQL removed WAL the slot still needed, so the slot can never stream again",
+		zap.String("slot", r.cfg.Slot), zap.Error(invalid), zap.String("on_invalid_slot", r.cfg.OnInvalidSlot))
+	if r.cfg.OnInvalidSlot == InvalidSlotExit {
+		return fmt.Errorf("%w; with --on-invalid-slot=exit the relay stops: drop the slot "+
+			"(SELECT pg_drop_replication_slot('%s')) and start it again, or run with --on-invalid-slot=recreate, "+
+			"to create the slot again and backfill", invalid, r.cfg.Slot)
+	}
+	if err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot); err != nil {
+		return fmt.Errorf("dropping invalidated slot %q: %w", r.cfg.Slot, err)
+	}
+	r.log.Warn("dropped the invalidated slot; creating it again and backfilling", zap.String("slot", r.cfg.Slot))
+	return nil
 }

@@ -105,15 +105,21 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	if err != nil {
 		return err
 	}
-	stream, err := cdc.Open(ctx, cdc.Config{
+	if err := r.recoverUnfinishedBackfill(ctx); err != nil {
+		return err
+	}
+	cfg := cdc.Config{
 		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
-		StatusInterval: r.cfg.StatusInterval,
-	})
+		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover,
+	}
+	r.slotHooks(&cfg)
+	stream, err := cdc.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	streamDown.Recovered()
-	r.log.Info("streaming", zap.String("slot", r.cfg.Slot), zap.Stringer("lsn", stream.StartLSN()))
+	r.log.Info("streaming: the slot is consistent and replication has started",
+		zap.String("slot", r.cfg.Slot), zap.Stringer("lsn", stream.StartLSN()))
 
 	drain, giveUp := context.WithCancel(context.WithoutCancel(ctx))
 	defer giveUp()

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/outbox-relay/outbox-relay/relay"
 )
 
 const usage = `outbox-relay: PostgreSQL transactional outbox to Kafka
@@ -23,6 +25,9 @@ Usage:
 
 Every flag can also be set by an environment variable: --database-url is
 OUTBOX_DATABASE_URL. Run 'outbox-relay <command> -h' for a command's flags.
+
+Exit codes: 0 stopped on a signal, 1 error, 2 setup problem to fix (wal_level,
+schema, slot, publication; the message says what to do), 130 second signal.
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -60,6 +65,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox-relay %s: %v\n", args[0], err)
+		if relay.IsSetup(err) {
+			return 2 // an operator must fix the database or its settings
+		}
 		return 1
 	}
 	return 0

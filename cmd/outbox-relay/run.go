@@ -59,6 +59,8 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.String(&k.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate for mutual TLS (with --kafka-tls-key-file; implies --kafka-tls)")
 	fs.String(&k.TLSKeyFile, "kafka-tls-key-file", "", "PEM private key of --kafka-tls-cert-file")
 	fs.String(&c.Mode, "mode", relay.ModeStream, "stream (replication stream, plus the poller for retries and gaps) or poll (the poller alone)")
+	fs.Bool(&c.SlotFailover, "slot-failover", false, "create the slot with FAILOVER so that it survives a failover to a standby (PostgreSQL 17 and newer)")
+	fs.String(&c.OnInvalidSlot, "on-invalid-slot", relay.InvalidSlotRecreate, "when PostgreSQL invalidates the slot: recreate (drop it, create it again and backfill) or exit (code 2, for a person to decide)")
 	pc := &c.Poll
 	fs.Duration(&pc.Interval, "poll-interval", relay.PollIntervalDefault, "poller: wait between polls when idle")
 	fs.Int(&pc.BatchSize, "poll-batch-size", relay.PollBatchSizeDefault, "poller: rows per claim, recovery or sweep statement")
@@ -149,6 +151,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		}
 	}()
 	if err := r.Run(ctx); err != nil {
+		log.Error("stopping", zap.Error(err), zap.Bool("setup_problem", relay.IsSetup(err)))
 		return err
 	}
 	log.Info("stopped")

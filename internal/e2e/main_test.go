@@ -206,14 +206,29 @@ func newEnv(t *testing.T, topics string) *env {
 	return &env{dbURL: dbURL, slot: "slot_" + strings.TrimPrefix(db, "outbox_test_"), pool: pool, brokers: addr, kafka: kafka}
 }
 
+// startRelay starts outbox-relay run on the test's slot.
+func (e *env) startRelay(t *testing.T, extra ...string) *proc {
+	t.Helper()
+	return start(t, "outbox-relay", append([]string{"run", "--log-format", "console"}, extra...),
+		"OUTBOX_DATABASE_URL="+e.dbURL, "OUTBOX_KAFKA_BROKERS="+e.brokers, "OUTBOX_SLOT="+e.slot,
+		"OUTBOX_KAFKA_METADATA_RETRIES=1")
+}
+
+// slotPID is the pid of the walsender holding the test's slot, or 0.
+func (e *env) slotPID(t *testing.T) int {
+	t.Helper()
+	var pid int
+	_ = e.pool.QueryRow(context.Background(), `SELECT coalesce(max(active_pid), 0) FROM pg_replication_slots
+		WHERE slot_name = $1`, e.slot).Scan(&pid)
+	return pid
+}
+
 // relay starts outbox-relay run and waits until its walsender streams.
 func (e *env) relay(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	var oldPID int
 	_ = e.pool.QueryRow(context.Background(), `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&oldPID)
-	p := start(t, "outbox-relay", append([]string{"run", "--log-format", "console"}, extra...),
-		"OUTBOX_DATABASE_URL="+e.dbURL, "OUTBOX_KAFKA_BROKERS="+e.brokers, "OUTBOX_SLOT="+e.slot,
-		"OUTBOX_KAFKA_METADATA_RETRIES=1")
+	p := e.startRelay(t, extra...)
 	pgtest.Eventually(t, 30*time.Second, "relay streaming", func() (bool, string) {
 		select {
 		case <-p.done:

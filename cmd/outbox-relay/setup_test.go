@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/migrations"
+)
+
+func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
+	t.Parallel()
+	brokers := kafkatest.Cluster(t, kfake.SeedTopics(1, "orders")).ListenAddrs()[0]
+	cases := []struct {
+		name string
+		// prepare returns the database URL and extra flags.
+		prepare func(t *testing.T) (string, []string)
+		want    []string
+	}{
+		{"NeverMigrated", func(t *testing.T) (string, []string) { return pgtest.NewDB(t), nil },
+			[]string{"outbox schema does not exist", "outbox-relay migrate"}},
+		{"NeverMigratedInPollMode", func(t *testing.T) (string, []string) { return pgtest.NewDB(t), []string{"--mode", "poll"} },
+			[]string{"outbox-relay migrate"}},
+		{"SlotOfAnotherDatabase", func(t *testing.T) (string, []string) {
+			_, otherPool := pgtest.Migrated(t)
+			slot := uniqueSlot(t)
+			execSQL(t, otherPool, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+			url, _ := pgtest.Migrated(t)
+			return url, []string{"--slot", slot}
+		}, []string{"belongs to database", "--slot"}},
+		{"SlotOfAnotherPlugin", func(t *testing.T) (string, []string) {
+			url, pool := pgtest.Migrated(t)
+			slot := uniqueSlot(t)
+			execSQL(t, pool, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, slot)
+			return url, []string{"--slot", slot}
+		}, []string{"test_decoding", "pgoutput slot"}},
+		{"PublicationWithoutInserts", func(t *testing.T) (string, []string) {
+			url, pool := pgtest.Migrated(t)
+			execSQL(t, pool, `CREATE PUBLICATION updates_only FOR TABLE outbox.events WITH (publish = 'update')`)
+			return url, []string{"--publication", "updates_only"}
+		}, []string{"publish inserts", "ALTER PUBLICATION"}},
+		{"SlotFailoverBefore17", func(t *testing.T) (string, []string) {
+			url, _ := pgtest.Migrated(t)
+			return url, []string{"--slot-failover"}
+		}, []string{"--slot-failover needs PostgreSQL 17"}},
+		{"WalLevelNotLogical", func(t *testing.T) (string, []string) {
+			url := pgtest.Cluster(t, nil, "wal_level=replica", "max_wal_senders=0")
+			if _, err := migrations.Up(context.Background(), pgtest.Pool(t, url)); err != nil {
+				t.Fatal(err)
+			}
+			return url, nil
+		}, []string{"wal_level", "wal_level=logical"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL, flags := tc.prepare(t)
+			var stdout, stderr bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			code := runMain(ctx, append([]string{"run", "--log-format", "console", "--slot", uniqueSlot(t)}, flags...),
+				&stdout, &stderr, env("OUTBOX_DATABASE_URL", dbURL, "OUTBOX_KAFKA_BROKERS", brokers, "OUTBOX_KAFKA_METADATA_RETRIES", "1"))
+			took := time.Since(start)
+			if code != 2 || took > 10*time.Second {
+				t.Fatalf("exit %d after %s, want 2 within seconds; stderr:\n%s", code, took, stderr.String())
+			}
+			last := lastLine(stderr.String())
+			for _, w := range tc.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("the message %q does not say %q", last, w)
+				}
+			}
+			if !strings.Contains(stderr.String(), `"setup_problem": true`) {
+				t.Errorf("the cause is not in the log:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+// uniqueSlot is a slot name no other test uses (slots are cluster-wide).
+func uniqueSlot(*testing.T) string {
+	return fmt.Sprintf("setup_%d", time.Now().UnixNano())
+}
+
+func execSQL(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

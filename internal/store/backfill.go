@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	_ "embed" // the statements
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/backfill_start.sql
+	backfillStartSQL string
+	//go:embed sql/backfill_finish.sql
+	backfillFinishSQL string
+	//go:embed sql/backfill_unfinished.sql
+	backfillUnfinishedSQL string
+	//go:embed sql/backfill_page.sql
+	backfillPageSQL string
+	//go:embed sql/insert_pending.sql
+	insertPendingSQL string
+	//go:embed sql/schema_check.sql
+	schemaCheckSQL string
+)
+
+// ErrNoSchema says the outbox tables are missing.
+var ErrNoSchema = errors.New("the outbox schema does not exist")
+
+// SchemaVersion returns the outbox schema's migration version, or
+// ErrNoSchema.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var exists bool
+	if err := s.db.QueryRow(ctx, schemaCheckSQL).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("looking for the outbox schema: %w", err)
+	}
+	if !exists {
+		return 0, ErrNoSchema
+	}
+	var v int
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM outbox.schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("reading the outbox schema version: %w", err)
+	}
+	return v, nil
+}
+
+// BackfillStarted records that slot is about to be created and backfilled.
+func (s *Store) BackfillStarted(ctx context.Context, slot string) error {
+	if _, err := s.db.Exec(ctx, backfillStartSQL, slot); err != nil {
+		return fmt.Errorf("recording the backfill of slot %q: %w", slot, err)
+	}
+	return nil
+}
+
+// BackfillFinished records that the backfill of slot gave events a row.
+func (s *Store) BackfillFinished(ctx context.Context, slot string, events int64) error {
+	if _, err := s.db.Exec(ctx, backfillFinishSQL, slot, events); err != nil {
+		return fmt.Errorf("recording the end of the backfill of slot %q: %w", slot, err)
+	}
+	return nil
+}
+
+// BackfillUnfinished reports whether a backfill of slot started and never
+// finished.
+func (s *Store) BackfillUnfinished(ctx context.Context, slot string) (bool, error) {
+	var unfinished bool
+	if err := s.db.QueryRow(ctx, backfillUnfinishedSQL, slot).Scan(&unfinished); err != nil {
+		return false, fmt.Errorf("reading the backfill of slot %q: %w", slot, err)
+	}
+	return unfinished, nil
+}
+
+// UnrelayedPage returns up to limit ids, after the id after, of events
+// without a status row, as the snapshot of the transaction the store runs
+// in sees them.
+func (s *Store) UnrelayedPage(ctx context.Context, after [16]byte, limit int) ([][16]byte, error) {
+	rows, err := s.db.Query(ctx, backfillPageSQL, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading events without a status row: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	if err != nil {
+		return nil, fmt.Errorf("reading events without a status row: %w", err)
+	}
+	return ids, nil
+}
+
+// InsertPending gives events a PENDING row, due now, with maxAttempts
+// (unless an event has its own) and policy; it returns how many rows it
+// inserted (rows that exist are left alone).
+func (s *Store) InsertPending(ctx context.Context, ids [][16]byte, maxAttempts int, policy []byte) (int64, error) {
+	tag, err := s.db.Exec(ctx, insertPendingSQL, ids, maxAttempts, policy)
+	if err != nil {
+		return 0, fmt.Errorf("giving %d events a PENDING row: %w", len(ids), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// InSnapshot runs fn with a Store whose statements see the exported
+// snapshot, in a read-only repeatable-read transaction on conn.
+func InSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, fn func(*Store) error) error {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("starting the snapshot transaction: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only: nothing to keep
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
+		return fmt.Errorf("importing snapshot %q: %w", snapshot, err)
+	}
+	return fn(New(tx))
+}
+
+func quoteLiteral(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, '\'')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '\''))
+}

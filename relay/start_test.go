@@ -1,0 +1,212 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/migrations"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// insertTagged commits n events on topic orders whose payload says which
+// phase of the test wrote them.
+func (b *testBundle) insertTagged(t *testing.T, phase string, n int) {
+	t.Helper()
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload)
+		SELECT 'orders', 'k' || (s % 20), jsonb_build_object('phase', $1::text, 's', s) FROM generate_series(1, $2) AS s`,
+		phase, n)
+}
+
+// expectEveryEventOnceOnKafka waits for every event to be SENT and checks
+// each is on Kafka exactly once.
+func (b *testBundle) expectEveryEventOnceOnKafka(t *testing.T, within time.Duration) int {
+	t.Helper()
+	total := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.events`)
+	b.waitStatus(t, "SENT", total, within)
+	seen := map[string]int{}
+	for _, rec := range kafkatest.Consume(t, b.brokers, total, 60*time.Second, "orders") {
+		id, _ := header(rec, kafka.HeaderEventID)
+		seen[id]++
+	}
+	dups := 0
+	for id, n := range seen {
+		if n > 1 {
+			dups++
+			if dups <= 3 {
+				t.Errorf("event %s is on Kafka %d times", id, n)
+			}
+		}
+	}
+	if len(seen) != total || dups > 0 {
+		t.Fatalf("%d distinct events on Kafka (%d more than once), want each of %d once", len(seen), dups, total)
+	}
+	return total
+}
+
+func TestStart_EventsCommittedBeforeTheSlotExistsAreBackfilledNotLeftToTheGapSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	const backlog = 100000
+	b.insertTagged(t, "backlog", backlog)
+	// A transaction open when the slot is created: creating the slot waits
+	// for it, and events committed meanwhile are not in the stream either.
+	held, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := held.Exec(ctx, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"phase": "held"}')`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cfg := b.config(t) // the gap sweep's grace stays 5 minutes: it cannot be what delivers
+	b.run(t, cfg)
+	pgtest.Eventually(t, 30*time.Second, "slot being created", func() (bool, string) {
+		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, b.slot)
+		return n == 1, "no slot yet"
+	})
+	b.insertTagged(t, "during", 5)
+	if err := held.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStreaming(t, cfg)
+	b.insertTagged(t, "after", 5)
+	total := b.expectEveryEventOnceOnKafka(t, 3*time.Minute)
+	var backfilled int
+	if err := b.pool.QueryRow(ctx, `SELECT events FROM outbox.slot_backfills WHERE slot_name = $1`, b.slot).Scan(&backfilled); err != nil {
+		t.Fatal(err)
+	}
+	if backfilled != backlog+1+5 {
+		t.Errorf("backfilled %d events, want the %d committed before the slot was consistent", backfilled, backlog+1+5)
+	}
+	t.Logf("%d events (%d backfilled) each on Kafka once, %s after start", total, backfilled, time.Since(start).Round(time.Millisecond))
+}
+
+func TestStart_ASlotDroppedWhileTheRelayIsDownIsCreatedAgainAndBackfilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	cfg := b.config(t)
+	stop := b.startRelay(t, cfg)
+	b.insertTagged(t, "before", 20)
+	b.waitStatus(t, "SENT", 20, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
+	b.insertTagged(t, "while down", 20)
+	b.startRelay(t, cfg)
+	b.insertTagged(t, "after", 20)
+	b.expectEveryEventOnceOnKafka(t, 30*time.Second)
+}
+
+// invalidate generates WAL until PostgreSQL invalidates the (inactive) slot.
+func invalidate(t *testing.T, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	pgtest.Eventually(t, 60*time.Second, "slot invalidated", func() (bool, string) {
+		for _, sql := range []string{
+			`CREATE TABLE IF NOT EXISTS filler (n int, pad text)`,
+			`INSERT INTO filler SELECT g, repeat('x', 500) FROM generate_series(1, 5000) AS g`,
+			`SELECT pg_switch_wal()`, `CHECKPOINT`,
+		} {
+			if _, err := pool.Exec(context.Background(), sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+		var status string
+		_ = pool.QueryRow(context.Background(), `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`,
+			slot).Scan(&status)
+		return status == "lost", "wal_status " + status
+	})
+}
+
+func TestStart_AnInvalidatedSlotStopsTheRelayOrIsCreatedAgainAndBackfilled(t *testing.T) {
+	t.Parallel()
+	// A server of its own: a low max_slot_wal_keep_size would invalidate the
+	// slots of other tests. 1 MB WAL segments keep it quick.
+	dbURL := pgtest.Cluster(t, []string{"--wal-segsize=1"}, "max_slot_wal_keep_size=1MB", "min_wal_size=2MB", "max_wal_size=4MB")
+	pool := pgtest.Pool(t, dbURL)
+	if _, err := migrations.Up(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
+	b := &testBundle{dbURL: dbURL, slot: "invalidated", pool: pool, cluster: c, brokers: c.ListenAddrs()}
+	cfg := b.config(t)
+	stop := b.startRelay(t, cfg)
+	b.insertTagged(t, "before", 20)
+	b.waitStatus(t, "SENT", 20, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.insertTagged(t, "while down", 20)
+	invalidate(t, pool, b.slot)
+
+	exitCfg := cfg
+	exitCfg.OnInvalidSlot = relay.InvalidSlotExit
+	err, took := runUntilError(t, exitCfg, 30*time.Second)
+	if !errors.Is(err, cdc.ErrSlotInvalid) || !relay.IsSetup(err) || !strings.Contains(err.Error(), "--on-invalid-slot=recreate") {
+		t.Fatalf("with --on-invalid-slot=exit: %v (after %s); want the invalidated slot named with what to do", err, took)
+	}
+	t.Logf("--on-invalid-slot=exit stopped after %s: %v", took.Round(time.Millisecond), err)
+
+	cfg.Logger = zaptest.NewLogger(t)
+	b.startRelay(t, cfg) // the default, recreate
+	b.insertTagged(t, "after", 20)
+	b.expectEveryEventOnceOnKafka(t, 60*time.Second)
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND wal_status <> 'lost'`, b.slot); n != 1 {
+		t.Fatalf("the slot was not created again (%d healthy slots named %s)", n, b.slot)
+	}
+}
+
+func TestStart_ABackfillThatDidNotFinishIsDoneAgainFromANewSlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	// What a relay killed during its backfill leaves: the slot, a started
+	// backfill, events without a row.
+	b.insertTagged(t, "before the slot", 30)
+	b.exec(t, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, b.slot)
+	b.exec(t, `INSERT INTO outbox.slot_backfills (slot_name) VALUES ($1)`, b.slot)
+	b.startRelay(t, b.config(t))
+	b.insertTagged(t, "after", 10)
+	b.expectEveryEventOnceOnKafka(t, 30*time.Second)
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.slot_backfills WHERE slot_name = $1 AND finished_at IS NOT NULL
+		AND events = 30`, b.slot); n != 1 {
+		t.Fatal("the backfill is not recorded as finished with the 30 events")
+	}
+}
+
+func TestStart_AStandbyWaitsQuietlyAndTakesOverWhenTheSlotIsFree(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	cfg := b.config(t)
+	stopActive := b.startRelay(t, cfg)
+	standbyCfg := cfg
+	standbyCfg.Poll.InstanceID = "standby"
+	b.run(t, standbyCfg)
+	b.insertTagged(t, "active", 20)
+	b.waitStatus(t, "SENT", 20, 30*time.Second)
+	if err := stopActive(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	pgtest.Eventually(t, 10*time.Second, "standby streaming", func() (bool, string) {
+		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = $1 AND r.state = 'streaming'`, b.slot)
+		return n == 1, fmt.Sprintf("%d streaming", n)
+	})
+	t.Logf("the standby streams %s after the active relay stopped", time.Since(stopped).Round(time.Millisecond))
+	b.insertTagged(t, "standby", 20)
+	b.expectEveryEventOnceOnKafka(t, 30*time.Second)
+}
