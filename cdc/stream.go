@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -74,7 +75,13 @@ type Stream struct {
 	lastCommitEnd pglogrepl.LSN // end LSN of the last commit handed out
 	walEnd        pglogrepl.LSN // the server's WAL end from the last keepalive
 	reported      pglogrepl.LSN // the last position sent to the server
+	active        atomic.Int64  // unix nanoseconds of the receive loop's last turn
 }
+
+// LastActive is when the receive loop last made progress: received a
+// message or keepalive, or reported its position. It goes on while Receive
+// waits for room in its output.
+func (s *Stream) LastActive() time.Time { return time.Unix(0, s.active.Load()) }
 
 // Open prepares the slot and publication (see Prepare) and starts streaming
 // from the slot's confirmed position, creating the slot if it is missing.
@@ -207,6 +214,7 @@ func (s *Stream) StartLSN() pglogrepl.LSN { return s.started }
 func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner) error {
 	next := time.Now()
 	for {
+		s.active.Store(time.Now().UnixNano())
 		if !time.Now().Before(next) {
 			if err := s.sendStatus(pos, false); err != nil {
 				return err
@@ -289,6 +297,7 @@ func (s *Stream) push(ctx context.Context, out chan<- Change, ch Change, pos Pos
 			t.Stop()
 			return nil
 		case <-t.C:
+			s.active.Store(time.Now().UnixNano())
 			if err := s.sendStatus(pos, false); err != nil {
 				return err
 			}

@@ -49,6 +49,7 @@ func (r *Relay) backfill(ctx context.Context, snapshot string) error {
 				return err
 			}
 			total += n
+			r.metrics.Backfilled.Add(float64(n))
 			after = ids[len(ids)-1]
 		}
 	})

@@ -72,7 +72,8 @@ type event struct {
 	invalid     string // why the row cannot be a message; empty when it can
 	skip        bool   // a status row exists already: someone else owns it
 	size        int
-	maxAttempts int32 // the event's own override, 0 for the policy's
+	maxAttempts int32     // the event's own override, 0 for the policy's
+	commitTime  time.Time // streamed events: their transaction's commit
 }
 
 // fill turns the inserted row into e's message, or sets e.invalid.

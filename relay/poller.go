@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/outage"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
@@ -103,6 +104,9 @@ type poller struct {
 	pgDown    *outage.Log
 	paused    bool // the sweep waits for the stream to catch up
 	msgs      []*kafka.Message
+	metrics   *metrics.Metrics
+	tally     *metrics.Tally
+	turned    func() // called after each round
 }
 
 // newPoller makes a poller; now is its clock (nil: time.Now).
@@ -116,6 +120,8 @@ func newPoller(cfg PollerConfig, st *store.Store, pub *kafka.Publisher, settle *
 		pgDown: outage.New(log, "postgres (poller)")}
 	p.cursor = p.now().Add(-cfg.GapLookback)
 	p.recheck = p.cursor
+	p.metrics = metrics.New("")
+	p.turned = func() {}
 	return p
 }
 
@@ -130,6 +136,7 @@ func (p *poller) run(ctx context.Context) {
 	}()
 	for ctx.Err() == nil {
 		busy, err := p.runOnce(ctx)
+		p.turned()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -169,6 +176,7 @@ func (p *poller) runOnce(ctx context.Context) (busy bool, err error) {
 
 func (p *poller) rescueStuck(ctx context.Context) error {
 	rescued, err := p.store.RescueStuck(ctx, p.cfg.StuckThreshold, p.cfg.BatchSize, p.settle.def.MaxAttempts)
+	p.metrics.Rescued.Add(float64(len(rescued)))
 	for _, r := range rescued {
 		p.log.Warn("took back a row stuck in PROCESSING (counted as an attempt)",
 			zap.String("event_id", r.EventID), zap.String("status", r.Status), zap.String("last_error", r.LastError))
@@ -247,6 +255,7 @@ func (p *poller) sweepRange(ctx context.Context, cursor *time.Time, upper time.T
 	if err != nil {
 		return 0, 0, err
 	}
+	p.metrics.GapSwept.Add(float64(inserted))
 	switch {
 	case found == p.cfg.BatchSize && last != nil:
 		*cursor = *last
@@ -262,6 +271,7 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 	if err != nil || len(claimed.Rows) == 0 {
 		return 0, err
 	}
+	p.metrics.Claimed.Add(float64(len(claimed.Rows)))
 	l, err := newLayout(claimed.Events)
 	if err != nil {
 		return 0, err
@@ -287,9 +297,20 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 		return len(b.events), nil
 	}
 	out := &store.Outcomes{}
+	if p.tally == nil {
+		p.tally = p.metrics.NewTally()
+	}
 	for i, row := range claimed.Rows {
 		pol := p.settle.stored(row.RetryPolicy, row.MaxAttempts)
-		out.Add(p.settle.outcome(&b.events[i], row.Attempts, pol, row.PrevDelay))
+		o := p.settle.outcome(&b.events[i], row.Attempts, pol, row.PrevDelay)
+		out.Add(o)
+		count(p.tally, &b.events[i], o)
 	}
-	return len(b.events), p.store.RecordOutcomes(context.WithoutCancel(ctx), p.cfg.InstanceID, out)
+	start := time.Now()
+	if err := p.store.RecordOutcomes(context.WithoutCancel(ctx), p.cfg.InstanceID, out); err != nil {
+		return len(b.events), err
+	}
+	p.metrics.Observe("record_outcomes", start)
+	p.tally.Flush()
+	return len(b.events), nil
 }

@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/outage"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 	"github.com/outbox-relay/outbox-relay/migrations"
@@ -52,6 +55,9 @@ const (
 
 // standbyRetry is how often a standby relay tries to take over the slot.
 const standbyRetry = time.Second
+
+// RetentionDefault is how long SENT events are kept.
+const RetentionDefault = 7 * 24 * time.Hour
 
 // IsSetup reports whether err is a problem an operator must fix before the
 // relay can run (wrong server settings, schema, slot or publication); the
@@ -97,6 +103,12 @@ type Config struct {
 	SlotFailover bool
 	// OnInvalidSlot is InvalidSlotRecreate (the default) or InvalidSlotExit.
 	OnInvalidSlot string
+	// Retention: SENT events older than this are deleted with their
+	// delivery rows, by one relay at a time. 0 means RetentionDefault;
+	// negative keeps everything.
+	Retention time.Duration
+	// Metrics receives the relay's metrics; a private set when nil.
+	Metrics *metrics.Metrics
 	// Poll configures the poller.
 	Poll PollerConfig
 	// Retry is the policy given to events whose status row this relay creates.
@@ -125,6 +137,10 @@ func (c Config) withDefaults() Config {
 	c.Retry = c.Retry.WithDefaults()
 	c.Mode = cmp.Or(c.Mode, ModeStream)
 	c.OnInvalidSlot = cmp.Or(c.OnInvalidSlot, InvalidSlotRecreate)
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	if c.Metrics == nil {
+		c.Metrics = metrics.New("")
+	}
 	if c.Mode == ModePoll && c.Poll.GapGrace == 0 {
 		c.Poll.GapGrace = -1 // polling alone: the sweep is the delivery path
 	}
@@ -177,10 +193,18 @@ var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // Relay streams outbox inserts to Kafka.
 type Relay struct {
-	cfg    Config
-	log    *zap.Logger
-	store  *store.Store
-	settle *settler
+	cfg     Config
+	log     *zap.Logger
+	store   *store.Store
+	settle  *settler
+	metrics *metrics.Metrics
+
+	// What the probes (Healthy, Ready) and observe read.
+	role       atomic.Pointer[string]
+	pub        atomic.Pointer[kafka.Publisher]
+	current    atomic.Pointer[session] // the streaming session, if any
+	pollerTurn atomic.Int64            // unix nanoseconds of the poller's last round
+	pgLogs     []*outage.Log           // set before Run starts its goroutines
 }
 
 // New checks cfg and opens the store's connection pools; it does not
@@ -197,8 +221,10 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Now != nil {
 		st = st.WithClock(cfg.Now)
 	}
-	return &Relay{cfg: cfg, log: cfg.Logger, store: st,
-		settle: &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand}}, nil
+	r := &Relay{cfg: cfg, log: cfg.Logger, store: st, metrics: cfg.Metrics,
+		settle: &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand}}
+	r.setRole(metrics.RoleStarting)
+	return r, nil
 }
 
 // Close releases what New opened. Call it after Run has returned.
@@ -224,6 +250,8 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 			r.log.Warn("closing kafka producer", zap.Error(cerr))
 		}
 	}()
+	pub.OnTransition(func(s kafka.BreakerState) { r.metrics.BreakerTransition(s.String()) })
+	r.pub.Store(pub)
 
 	slot := r.cfg.Slot
 	if r.cfg.Mode == ModePoll {
@@ -233,18 +261,25 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	// whatever the poller is doing.
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	p := newPoller(r.cfg.Poll, r.store, pub, r.settle, r.cfg.Now, r.log, slot)
-	pollerDone := make(chan struct{})
-	go func() {
-		defer close(pollerDone)
-		p.run(pollCtx)
-	}()
-	defer func() { stopPolling(); <-pollerDone }()
+	p.metrics, p.turned = r.metrics, func() { r.pollerTurn.Store(time.Now().UnixNano()) }
+	streamDown := outage.New(r.log, "postgres replication stream")
+	r.pgLogs = []*outage.Log{p.pgDown, streamDown}
+	var wg sync.WaitGroup
+	defer func() { stopPolling(); wg.Wait() }()
+	wg.Go(func() { p.run(pollCtx) })
+	wg.Go(func() { r.observe(pollCtx) })
+	if r.cfg.Retention > 0 {
+		ret := &retainer{dbURL: r.cfg.DatabaseURL, store: r.store, age: r.cfg.Retention, log: r.log,
+			deleted: func(n int64) { r.metrics.RetentionDeleted.Add(float64(n)) }}
+		wg.Go(func() { ret.run(pollCtx) })
+	}
 	if r.cfg.Mode == ModePoll {
+		r.setRole(metrics.RolePolling)
 		r.log.Info("polling (no replication stream)", zap.String("instance", r.cfg.Poll.InstanceID))
 		<-ctx.Done()
 		return nil
 	}
-	return r.stream(ctx, pub)
+	return r.stream(ctx, pub, streamDown)
 }
 
 // checkSchema waits for PostgreSQL and fails when the outbox schema is
@@ -274,9 +309,8 @@ func (r *Relay) checkSchema(ctx context.Context) error {
 // stream runs replication sessions one after another until ctx ends or an
 // error that retrying cannot fix. While another relay streams from the slot
 // this one is a standby and tries to take over every standbyRetry.
-func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher) error {
+func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.Log) error {
 	bo := retry.Reconnect(500*time.Millisecond, 30*time.Second)
-	down := outage.New(r.log, "postgres replication stream")
 	standby := false
 	for {
 		err := r.session(ctx, pub, down)
@@ -290,6 +324,7 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher) error {
 		case IsSetup(err) && !errors.Is(err, cdc.ErrSlotInvalid):
 			return err
 		case errors.As(err, &inUse):
+			r.setRole(metrics.RoleStandby)
 			if !standby {
 				r.log.Info("standby: "+inUse.Error()+"; taking over when it is free",
 					zap.String("slot", inUse.Slot), zap.Int("pid", inUse.PID), zap.Duration("retry", standbyRetry))
@@ -329,4 +364,11 @@ func (r *Relay) invalidSlot(ctx context.Context, invalid error) error {
 	}
 	r.log.Warn("dropped the invalidated slot; creating it again and backfilling", zap.String("slot", r.cfg.Slot))
 	return nil
+}
+
+func pubState(p *kafka.Publisher) string {
+	if p == nil {
+		return "not connected"
+	}
+	return p.State().String()
 }

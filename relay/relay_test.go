@@ -53,6 +53,13 @@ func (b *testBundle) config(t *testing.T) relay.Config {
 // cleanup.
 func (b *testBundle) run(t *testing.T, cfg relay.Config) (stop func() error) {
 	t.Helper()
+	_, stop = b.runRelay(t, cfg)
+	return stop
+}
+
+// runRelay is run, and also returns the relay.
+func (b *testBundle) runRelay(t *testing.T, cfg relay.Config) (*relay.Relay, func() error) {
+	t.Helper()
 	r, err := relay.New(cfg)
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
@@ -62,7 +69,7 @@ func (b *testBundle) run(t *testing.T, cfg relay.Config) (stop func() error) {
 	go func() { done <- r.Run(ctx) }()
 	var stopped bool
 	var runErr error
-	stop = func() error {
+	stop := func() error {
 		if !stopped {
 			stopped = true
 			cancel()
@@ -76,7 +83,7 @@ func (b *testBundle) run(t *testing.T, cfg relay.Config) (stop func() error) {
 		return runErr
 	}
 	t.Cleanup(func() { _ = stop() })
-	return stop
+	return r, stop
 }
 
 // startRelay runs a relay (see run) and waits until it streams.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/outage"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
@@ -76,6 +77,7 @@ func (b *batch) messages(msgs []*kafka.Message, log *zap.Logger) []*kafka.Messag
 type session struct {
 	r      *Relay
 	pub    *kafka.Publisher
+	stream *cdc.Stream
 	tr     *tracker
 	win    *window
 	drain  context.Context // ends when the graceful drain gives up
@@ -95,7 +97,13 @@ type session struct {
 
 	toProduce chan *batch
 	toWrite   chan *batch
-	toBarrier chan uint64 // lastSeq of each written status group, in order
+	toBarrier chan written // each written status group, in order
+}
+
+// written is a status group the write stage has recorded.
+type written struct {
+	lastSeq  uint64    // the session's count of events up to its last one
+	firstAck time.Time // its earliest Kafka acknowledgement (zero: none)
 }
 
 func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *outage.Log) error {
@@ -118,6 +126,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		return err
 	}
 	streamDown.Recovered()
+	r.setRole(metrics.RoleStreaming)
 	r.log.Info("streaming: the slot is consistent and replication has started",
 		zap.String("slot", r.cfg.Slot), zap.Stringer("lsn", stream.StartLSN()))
 
@@ -129,14 +138,16 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	defer stopDrainTimer()
 	g, hard := errgroup.WithContext(drain)
 	s := &session{
-		r: r, pub: pub, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
+		r: r, pub: pub, stream: stream, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
 		replayUntil: stream.ReplayUntil(), ceiling: ceiling,
 		drain: drain, hard: hard, pgDown: outage.New(r.log, "postgres"),
 		layouts:   map[*cdc.Relation]*layout{},
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
-		toBarrier: make(chan uint64, r.cfg.MaxInFlight),
+		toBarrier: make(chan written, r.cfg.MaxInFlight),
 	}
+	r.current.Store(s)
+	defer r.current.Store(nil)
 	g.Go(s.produce)
 	g.Go(s.write)
 	g.Go(s.barrier)
@@ -236,6 +247,7 @@ func (s *session) add(ch cdc.Change) error {
 	b.events = append(b.events, event{})
 	b.replayed = b.replayed || s.replaying
 	e := &b.events[len(b.events)-1]
+	e.commitTime = s.commitTime
 	l.fill(e, ch.Values, s.commitTime)
 	b.bytes += max(e.size, 64)
 	if len(b.events) >= s.r.cfg.BatchSize || b.bytes >= s.r.cfg.MaxInFlightBytes/4 {
@@ -300,7 +312,9 @@ func (s *session) writeOutcomes(rows *store.Outcomes, policy []byte) error {
 	return outage.Retry(s.hard, s.pgDown, func(ctx context.Context) error {
 		wait := time.Millisecond
 		for {
+			start := time.Now()
 			visible, err := s.r.store.InsertOutcomes(ctx, rows, policy)
+			s.r.metrics.Observe("insert_outcomes", start)
 			if err != nil || visible == rows.Len() {
 				return err
 			}
@@ -318,11 +332,12 @@ func (s *session) writeOutcomes(rows *store.Outcomes, policy []byte) error {
 }
 
 // write records outcomes in order, one statement for each group of finished
-// batches (nextGroup), then hands the group to the barrier.
+// batches (grouper.next), then hands the group to the barrier.
 func (s *session) write() error {
 	defer close(s.toBarrier)
 	policy := s.r.cfg.Retry.JSON()
 	rows := &store.Outcomes{}
+	tally := s.r.metrics.NewTally()
 	g := &grouper{in: s.toWrite, hard: s.hard, max: s.r.cfg.BatchSize, linger: s.r.cfg.StatusLinger}
 	for {
 		group, err := g.next()
@@ -330,23 +345,33 @@ func (s *session) write() error {
 			return s.gaveUp(err)
 		}
 		rows.Reset()
+		var firstAck time.Time
 		for _, b := range group {
 			for i := range b.events {
 				if e := &b.events[i]; !e.skip {
-					rows.Add(s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0))
+					o := s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0)
+					rows.Add(o)
+					count(tally, e, o)
+					if at := e.Outcome.At; !at.IsZero() {
+						s.r.metrics.CommitToAck.Observe(at.Sub(e.commitTime).Seconds())
+						if firstAck.IsZero() || at.Before(firstAck) {
+							firstAck = at
+						}
+					}
 				}
 			}
 		}
 		if err := s.writeOutcomes(rows, policy); err != nil {
 			return s.gaveUp(err)
 		}
+		tally.Flush()
 		// The rows are written: the events may leave memory. They count as
 		// durable after the next barrier.
 		for _, b := range group {
 			s.win.release(len(b.events), b.bytes)
 		}
 		select {
-		case s.toBarrier <- group[len(group)-1].lastSeq:
+		case s.toBarrier <- written{lastSeq: group[len(group)-1].lastSeq, firstAck: firstAck}:
 		case <-s.hard.Done():
 			return s.gaveUp(s.hard.Err())
 		}
@@ -367,22 +392,31 @@ func (s *session) barrier() error {
 	spacing := time.NewTimer(time.Hour)
 	spacing.Stop()
 	for last := range s.toBarrier {
+		firstAck := last.firstAck
 	more:
 		for {
 			select {
-			case n, ok := <-s.toBarrier:
+			case w, ok := <-s.toBarrier:
 				if !ok {
 					break more
 				}
-				last = n
+				last = w
+				if firstAck.IsZero() {
+					firstAck = w.firstAck
+				}
 			default:
 				break more
 			}
 		}
+		start := time.Now()
 		if err := outage.Retry(s.hard, s.pgDown, s.r.store.Barrier); err != nil {
 			return s.gaveUp(err)
 		}
-		s.tr.madeDurable(last)
+		s.r.metrics.Observe("barrier", start)
+		if !firstAck.IsZero() {
+			s.r.metrics.AckToDurable.Observe(time.Since(firstAck).Seconds())
+		}
+		s.tr.madeDurable(last.lastSeq)
 		spacing.Reset(barrierEvery)
 		select {
 		case <-spacing.C:

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
@@ -67,4 +68,20 @@ func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Durat
 		s.mu.Unlock()
 	}
 	return o
+}
+
+// count adds e's attempt, which left o, to a metrics tally.
+func count(t *metrics.Tally, e *event, o store.Outcome) {
+	topic := e.Record.Topic
+	if e.Outcome.Result != 0 {
+		t.Add(topic, metrics.Published, "")
+	}
+	switch o.Status {
+	case store.StatusSent:
+		t.Add(topic, metrics.Sent, "")
+	case store.StatusPending:
+		t.Add(topic, metrics.Retried, "")
+	case store.StatusFailed:
+		t.Add(topic, metrics.Failed, o.Reason)
+	}
 }

@@ -57,3 +57,10 @@ func (w *window) release(n, bytes int) {
 	w.mu.Unlock()
 	w.cond.Broadcast()
 }
+
+// used is what is in flight now.
+func (w *window) used() (events, bytes int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.events, w.bytes
+}

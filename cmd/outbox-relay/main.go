@@ -21,6 +21,8 @@ Usage:
   outbox-relay migrate  [flags]   create or upgrade the outbox schema (--print writes the SQL)
   outbox-relay failed   [flags]   list or count FAILED events (filters, --after ID to page)
   outbox-relay resend   [flags] ID...   resend events; or --failed [filters] for every matching FAILED one
+  outbox-relay purge    [flags]   delete SENT (or FAILED) events older than --older-than
+  outbox-relay status   [flags]   slots, counts by topic and status, FAILED by reason; a running relay's role
   outbox-relay version
 
 Every flag can also be set by an environment variable: --database-url is
@@ -52,6 +54,10 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		err = failedCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "resend":
 		err = resendCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "purge":
+		err = purgeCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "status":
+		err = statusCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "outbox-relay", version)
 	case "help", "-h", "--help":

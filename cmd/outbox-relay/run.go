@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -19,6 +20,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -79,16 +81,25 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.String(&o.logFormat, "log-format", "json", "json or console")
 	fs.Int(&o.maxProcs, "max-procs", 0, "OS threads running Go code at once (GOMAXPROCS); 0: Go's default, every CPU the process may use")
 	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles on this address (such as 127.0.0.1:6060); off when empty")
+	fs.String(&o.metricsAddr, "metrics-addr", metricsAddrDefault, "serve /metrics (Prometheus), /healthz and /readyz on this address; off when empty")
+	fs.Duration(&c.Retention, "retention", relay.RetentionDefault, "delete SENT events older than this with their delivery rows (one relay at a time); 0 keeps everything")
 	if err := fs.Parse(args); err != nil {
 		return c, o, err
+	}
+	if c.Retention == 0 {
+		c.Retention = -1 // keep everything
 	}
 	return c, o, nil
 }
 
+// metricsAddrDefault is in the 9100-9999 range Prometheus allocates to
+// exporters, on no common exporter's port.
+const metricsAddrDefault = ":9677"
+
 // runOpts are the run flags that are not relay configuration.
 type runOpts struct {
-	logLevel, logFormat, debugAddr string
-	maxProcs                       int
+	logLevel, logFormat, debugAddr, metricsAddr string
+	maxProcs                                    int
 }
 
 func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
@@ -127,11 +138,22 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		log.Info("serving pprof", zap.String("addr", ln.Addr().String()))
 		go func() { _ = http.Serve(ln, nil) }() //nolint:gosec // operator-enabled debug endpoint
 	}
+	cfg.Metrics = metrics.New(version)
 	r, err := relay.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	if o.metricsAddr != "" {
+		ln, err := net.Listen("tcp", o.metricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
+		srv := &http.Server{Handler: cfg.Metrics.Handler(r), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }() //nolint:errcheck // ends with Close
+		defer srv.Close()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := make(chan os.Signal, 2)

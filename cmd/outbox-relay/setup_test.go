@@ -68,7 +68,8 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			code := runMain(ctx, append([]string{"run", "--log-format", "console", "--slot", uniqueSlot(t)}, flags...),
-				&stdout, &stderr, env("OUTBOX_DATABASE_URL", dbURL, "OUTBOX_KAFKA_BROKERS", brokers, "OUTBOX_KAFKA_METADATA_RETRIES", "1"))
+				&stdout, &stderr, env("OUTBOX_DATABASE_URL", dbURL, "OUTBOX_KAFKA_BROKERS", brokers, "OUTBOX_KAFKA_METADATA_RETRIES", "1",
+					"OUTBOX_METRICS_ADDR", "127.0.0.1:0"))
 			took := time.Since(start)
 			if code != 2 || took > 10*time.Second {
 				t.Fatalf("exit %d after %s, want 2 within seconds; stderr:\n%s", code, took, stderr.String())

@@ -82,7 +82,8 @@ type proc struct {
 func start(t *testing.T, name string, args []string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	cmd.Env = append(os.Environ(), env...)
+	// Relays of parallel tests must not share the default metrics port.
+	cmd.Env = append(append(os.Environ(), "OUTBOX_METRICS_ADDR=127.0.0.1:0"), env...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,17 @@ func (p *Publisher) State() BreakerState {
 	return p.state
 }
 
+// enter moves the breaker to s, with p.mu held, and tells the listener.
+func (p *Publisher) enter(s BreakerState) {
+	if p.state == s {
+		return
+	}
+	p.state = s
+	if p.onState != nil {
+		p.onState(s)
+	}
+}
+
 // clear reports, with p.mu held, whether new messages may go: the breaker
 // is closed and no recovery is under way (so nothing overtakes a resend).
 func (p *Publisher) clear() bool {
@@ -96,7 +107,7 @@ func (p *Publisher) returned(m *Message, unavailable error) {
 		case BreakerHalfOpen:
 			p.log.Info("kafka still unavailable: circuit breaker open again", zap.Error(unavailable))
 		}
-		p.state = BreakerOpen
+		p.enter(BreakerOpen)
 		p.startRecovery()
 	} else if p.state == BreakerHalfOpen {
 		p.closeBreaker("probe delivered")
@@ -132,7 +143,7 @@ func (p *Publisher) closeBreaker(why string) {
 	if p.state == BreakerClosed {
 		return
 	}
-	p.state = BreakerClosed
+	p.enter(BreakerClosed)
 	p.backoff.Reset()
 	p.log.Info("kafka recovered: circuit breaker closed", zap.String("why", why),
 		zap.Duration("outage", time.Since(p.openedAt)), zap.Int("resending", len(p.resend)))
@@ -223,7 +234,7 @@ func (p *Publisher) probe(ctx context.Context) bool {
 		p.closeBreaker("connected")
 		return true
 	}
-	p.state = BreakerHalfOpen
+	p.enter(BreakerHalfOpen)
 	p.log.Info("kafka circuit breaker half-open: sending one probe message")
 	slices.SortStableFunc(p.resend, func(a, b *Message) int { return cmp.Compare(a.seq, b.seq) })
 	m := p.resend[0]

@@ -32,10 +32,11 @@ const (
 // outcome: the publisher waits them out and resends.
 type Outcome struct {
 	Result    Result
-	Reason    string // Rejected: INVALID_TOPIC, UNAUTHORIZED_ON_TOPIC, MESSAGE_TOO_LARGE
-	Err       error  // Rejected and Failed: the broker's or the client's words
-	Partition int32  // Sent
-	Offset    int64  // Sent
+	Reason    string    // Rejected: INVALID_TOPIC, UNAUTHORIZED_ON_TOPIC, MESSAGE_TOO_LARGE
+	Err       error     // Rejected and Failed: the broker's or the client's words
+	Partition int32     // Sent
+	Offset    int64     // Sent
+	At        time.Time // when the outcome came back
 }
 
 // Receiver hears about each message Publish was given, once, when its
@@ -67,6 +68,15 @@ type Publisher struct {
 	resend     []*Message // came back "unavailable", waiting to be resent
 	openedAt   time.Time
 	nextSeq    uint64
+	onState    func(BreakerState) // OnTransition's listener
+}
+
+// OnTransition has fn called (with the publisher's lock held: it must be
+// quick) each time the breaker changes state. Set it before publishing.
+func (p *Publisher) OnTransition(fn func(BreakerState)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onState = fn
 }
 
 // Connect makes a Publisher for cfg, waiting (and logging once) while the
@@ -195,7 +205,7 @@ func (p *Publisher) collect(producer sarama.AsyncProducer, collected chan struct
 				continue
 			}
 			m := r.Metadata.(*Message)
-			m.Outcome = Outcome{Result: Sent, Partition: r.Partition, Offset: r.Offset}
+			m.Outcome = Outcome{Result: Sent, Partition: r.Partition, Offset: r.Offset, At: time.Now()}
 			p.returned(m, nil)
 		case pe, ok := <-errs:
 			if !ok {

@@ -47,6 +47,14 @@ func (o *Log) Recovered() {
 	}
 }
 
+// Down reports whether the dependency is down: failed since it last
+// recovered.
+func (o *Log) Down() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.down
+}
+
 // Retry runs op until it succeeds or ctx ends (returning ctx's error),
 // backing off in between and recording each result on o.
 func Retry(ctx context.Context, o *Log, op func(context.Context) error) error {

@@ -152,3 +152,24 @@ func (s *Store) now() *time.Time {
 	t := s.clock()
 	return &t
 }
+
+//go:embed sql/delivery_counts.sql
+var deliveryCountsSQL string
+
+// DeliveryCounts are the figures an operator watches.
+type DeliveryCounts struct {
+	Pending          int64
+	OldestPendingAge time.Duration // how long the most overdue PENDING row has been due
+	Failed           int64
+}
+
+// Counts reads the PENDING and FAILED counts from their indexes.
+func (s *Store) Counts(ctx context.Context) (DeliveryCounts, error) {
+	var c DeliveryCounts
+	var age float64
+	if err := s.db.QueryRow(ctx, deliveryCountsSQL).Scan(&c.Pending, &age, &c.Failed); err != nil {
+		return c, fmt.Errorf("counting deliveries: %w", err)
+	}
+	c.OldestPendingAge = time.Duration(age * float64(time.Second))
+	return c, nil
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+)
+
+// statusReport is what `status` prints; its JSON form is for scripts.
+type statusReport struct {
+	*store.Overview
+	Pending          int64       `json:"pending"`
+	OldestPendingAge float64     `json:"oldest_pending_age_seconds"`
+	FailedTotal      int64       `json:"failed"`
+	Relay            *relayState `json:"relay,omitempty"`
+}
+
+// relayState is what a running relay's metrics say of it.
+type relayState struct {
+	URL     string `json:"metrics_url"`
+	Role    string `json:"role"`
+	Breaker string `json:"kafka_breaker"`
+	Error   string `json:"error,omitempty"`
+}
+
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flagenv.New("status", getenv)
+	fs.SetOutput(stderr)
+	var dbURL, metricsURL, format string
+	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
+	fs.String(&metricsURL, "metrics-url", "", "a running relay's metrics, such as http://relay-1:9677/metrics: adds its role and breaker state")
+	fs.String(&format, "format", "table", "table or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if format != "table" && format != "json" {
+		return fmt.Errorf("--format: %q is not table or json", format)
+	}
+	st, closeDB, err := connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if _, err := st.SchemaVersion(ctx); err != nil {
+		return fmt.Errorf("%w; run `outbox-relay migrate` first", err)
+	}
+	o, err := st.Overview(ctx)
+	if err != nil {
+		return err
+	}
+	rep := statusReport{Overview: o, Pending: o.Counts.Pending, OldestPendingAge: o.Counts.OldestPendingAge.Seconds(),
+		FailedTotal: o.Counts.Failed}
+	if metricsURL != "" {
+		rep.Relay = scrapeRelay(ctx, metricsURL)
+	}
+	if format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.print(stdout)
+}
+
+func (r statusReport) print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tPLUGIN\tACTIVE\tPID\tWAL STATUS\tLAG")
+	for _, s := range r.Slots {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\n", s.Name, s.Plugin, s.Active, s.ActivePID, s.WALStatus, bytesText(s.LagBytes))
+	}
+	if len(r.Slots) == 0 {
+		fmt.Fprintln(tw, "(no replication slot in this database)")
+	}
+	fmt.Fprintln(tw, "\nTOPIC\tSTATUS\tEVENTS")
+	for _, t := range r.Topics {
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", t.Topic, t.Status, t.Events)
+	}
+	fmt.Fprintf(tw, "\nPENDING\t%d\toldest due for %s\n", r.Pending, time.Duration(r.OldestPendingAge*float64(time.Second)).Round(time.Second))
+	fmt.Fprintf(tw, "FAILED\t%d\t\n", r.FailedTotal)
+	for _, f := range r.Failed {
+		fmt.Fprintf(tw, "  %s\t%d\t\n", f.Reason, f.Events)
+	}
+	if rs := r.Relay; rs != nil {
+		if rs.Error != "" {
+			fmt.Fprintf(tw, "\nRELAY\t%s\tunreachable: %s\n", rs.URL, rs.Error)
+		} else {
+			fmt.Fprintf(tw, "\nRELAY\t%s\trole %s, kafka circuit breaker %s\n", rs.URL, rs.Role, rs.Breaker)
+		}
+	}
+	return tw.Flush()
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// scrapeRelay reads a relay's role and breaker state from its metrics.
+func scrapeRelay(ctx context.Context, url string) *relayState {
+	rs := &relayState{URL: url}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		rs.Error = err.Error()
+		return rs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		rs.Error = err.Error()
+		return rs
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		rs.Error = resp.Status
+		return rs
+	}
+	on := gaugesOn(resp.Body)
+	rs.Role, rs.Breaker = on["outbox_relay_role"], on["outbox_relay_kafka_breaker_state"]
+	if rs.Role == "" {
+		rs.Error = "no outbox_relay_role in the metrics: is this an outbox-relay?"
+	}
+	return rs
+}
+
+// gaugesOn reads Prometheus text and returns, for each gauge with one
+// label, the label value of its sample that is 1: the role, the state.
+func gaugesOn(r io.Reader) map[string]string {
+	on := map[string]string{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || !strings.HasSuffix(rest, "} 1") || strings.Count(rest, "=") != 1 {
+			continue
+		}
+		_, value, _ := strings.Cut(strings.TrimSuffix(rest, "} 1"), "=")
+		on[name] = strings.Trim(value, `"`)
+	}
+	return on
+}

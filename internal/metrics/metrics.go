@@ -1,0 +1,195 @@
+// Package metrics holds the relay's Prometheus metrics (outbox_relay_*) and
+// serves them with the health and readiness endpoints.
+package metrics
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Roles of a relay instance (outbox_relay_role).
+const (
+	RoleStreaming = "streaming"
+	RoleStandby   = "standby"
+	RolePolling   = "polling"
+	RoleStarting  = "starting"
+)
+
+var roles = []string{RoleStarting, RoleStreaming, RoleStandby, RolePolling}
+
+// Metrics are the relay's collectors, registered on their own registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	published *prometheus.CounterVec // topic
+	sent      *prometheus.CounterVec // topic
+	retried   *prometheus.CounterVec // topic
+	failed    *prometheus.CounterVec // topic, reason
+
+	CommitToAck  prometheus.Histogram
+	AckToDurable prometheus.Histogram
+	Statement    *prometheus.HistogramVec // statement
+
+	SlotLag       prometheus.Gauge
+	ConfirmedLSN  prometheus.Gauge
+	InFlight      prometheus.Gauge
+	InFlightBytes prometheus.Gauge
+
+	breaker            *prometheus.GaugeVec   // state
+	breakerTransitions *prometheus.CounterVec // to
+
+	Claimed          prometheus.Counter
+	Rescued          prometheus.Counter
+	GapSwept         prometheus.Counter
+	Backfilled       prometheus.Counter
+	RetentionDeleted prometheus.Counter
+
+	Pending          prometheus.Gauge
+	OldestPendingAge prometheus.Gauge
+	Failed           prometheus.Gauge
+
+	role *prometheus.GaugeVec // role
+
+	mu     sync.Mutex
+	topics map[string]*topicCounters
+}
+
+// topicCounters are one topic's outcome counters, looked up once.
+type topicCounters struct {
+	published, sent, retried prometheus.Counter
+	failed                   map[string]prometheus.Counter // reason
+}
+
+// New makes the metrics of a relay of the given version.
+func New(version string) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*topicCounters{}}
+	f := factory{m.reg}
+	m.published = f.counterVec("events_published_total", "Events handed to Kafka.", "topic")
+	m.sent = f.counterVec("events_sent_total", "Events acknowledged by Kafka and recorded SENT.", "topic")
+	m.retried = f.counterVec("events_retried_total", "Failed delivery attempts left PENDING for a retry with backoff.", "topic")
+	m.failed = f.counterVec("events_failed_total", "Events recorded FAILED, by failure_reason.", "topic", "reason")
+	m.CommitToAck = f.histogram("commit_to_ack_seconds", "From the event's commit (pgoutput) to Kafka's acknowledgement, streamed events.",
+		prometheus.ExponentialBuckets(0.0005, 2, 18))
+	m.AckToDurable = f.histogram("ack_to_durable_seconds", "From the earliest Kafka acknowledgement of a group of events to their status rows being durable.",
+		prometheus.ExponentialBuckets(0.001, 2, 16))
+	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements.",
+		prometheus.ExponentialBuckets(0.0005, 2, 16), "statement")
+	m.SlotLag = f.gauge("slot_lag_bytes", "WAL the slot has not confirmed: the server's WAL end minus confirmed_flush_lsn.")
+	m.ConfirmedLSN = f.gauge("slot_confirmed_lsn", "The LSN this relay last confirmed on the slot, as a number.")
+	m.InFlight = f.gauge("in_flight_events", "Events read from the slot without a status row yet.")
+	m.InFlightBytes = f.gauge("in_flight_bytes", "Bytes of those events.")
+	m.breaker = f.gaugeVec("kafka_breaker_state", "1 for the Kafka circuit breaker's current state (closed, half-open, open).", "state")
+	m.breakerTransitions = f.counterVec("kafka_breaker_transitions_total", "Circuit breaker transitions, by the state entered.", "to")
+	m.Claimed = f.counter("poller_claimed_total", "Rows the poller claimed for delivery.")
+	m.Rescued = f.counter("poller_rescued_total", "Rows stuck in PROCESSING that the poller took back.")
+	m.GapSwept = f.counter("gap_swept_total", "Events without a status row that the gap sweep gave a PENDING row.")
+	m.Backfilled = f.counter("backfilled_total", "Events committed before a new slot that were given a PENDING row.")
+	m.RetentionDeleted = f.counter("retention_deleted_total", "SENT events deleted by --retention.")
+	m.Pending = f.gauge("pending_events", "PENDING rows (read at most every 10s).")
+	m.OldestPendingAge = f.gauge("oldest_pending_age_seconds", "How long the most overdue PENDING row has been due (read at most every 10s).")
+	m.Failed = f.gauge("failed_events", "FAILED rows (read at most every 10s).")
+	m.role = f.gaugeVec("role", "1 for this instance's role: starting, streaming, standby or polling.", "role")
+	f.gaugeVec("build_info", "Build information; always 1.", "version", "go_version").WithLabelValues(version, runtime.Version()).Set(1)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.SetRole(RoleStarting)
+	m.SetBreaker("closed")
+	return m
+}
+
+// Registry is where the metrics are registered.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SetRole sets outbox_relay_role.
+func (m *Metrics) SetRole(role string) {
+	for _, r := range roles {
+		m.role.WithLabelValues(r).Set(boolFloat(r == role))
+	}
+}
+
+// SetBreaker records the circuit breaker entering state.
+func (m *Metrics) SetBreaker(state string) {
+	for _, s := range []string{"closed", "half-open", "open"} {
+		m.breaker.WithLabelValues(s).Set(boolFloat(s == state))
+	}
+}
+
+// BreakerTransition counts the breaker entering state.
+func (m *Metrics) BreakerTransition(state string) {
+	m.SetBreaker(state)
+	m.breakerTransitions.WithLabelValues(state).Inc()
+}
+
+// Observe times a status statement.
+func (m *Metrics) Observe(statement string, start time.Time) {
+	m.Statement.WithLabelValues(statement).Observe(time.Since(start).Seconds())
+}
+
+func (m *Metrics) topic(name string) *topicCounters {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.topics[name]
+	if c == nil {
+		c = &topicCounters{published: m.published.WithLabelValues(name), sent: m.sent.WithLabelValues(name),
+			retried: m.retried.WithLabelValues(name), failed: map[string]prometheus.Counter{}}
+		m.topics[name] = c
+	}
+	return c
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// factory makes collectors named outbox_relay_<name> on one registry.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: "outbox", Subsystem: "relay", Name: name, Help: help}
+}
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts(f.opts(name, help)))
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts(f.opts(name, help)), labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts(f.opts(name, help)))
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts(f.opts(name, help)), labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	o := f.opts(name, help)
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: o.Subsystem, Name: o.Name,
+		Help: o.Help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	o := f.opts(name, help)
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: o.Subsystem, Name: o.Name,
+		Help: o.Help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}

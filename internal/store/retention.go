@@ -1,0 +1,50 @@
+package store
+
+import (
+	"context"
+	_ "embed" // the statements
+	"fmt"
+	"time"
+)
+
+//go:embed sql/retention.sql
+var retentionSQL string
+
+// retentionLock is the advisory lock key of the relay that runs retention:
+// one at a time.
+const retentionLock = "outbox-relay/retention"
+
+// RetentionStep walks up to limit events created in [from, cutoff) and
+// deletes the SENT ones with their delivery rows. It returns how many it
+// walked, the created_at of the last one (the next from) and how many it
+// deleted.
+func (s *Store) RetentionStep(ctx context.Context, from, cutoff time.Time, limit int) (walked int, last *time.Time, deleted int64, err error) {
+	err = s.db.QueryRow(ctx, retentionSQL, from, cutoff, limit).Scan(&walked, &last, &deleted)
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("deleting delivered events: %w", err)
+	}
+	return walked, last, deleted, nil
+}
+
+// TryRetentionLock takes the retention advisory lock for the session of db
+// (a dedicated connection), reporting whether it got it.
+func TryRetentionLock(ctx context.Context, db DB) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, retentionLock).Scan(&ok); err != nil {
+		return false, fmt.Errorf("taking the retention lock: %w", err)
+	}
+	return ok, nil
+}
+
+// Purge deletes up to batch events older than olderThan with their
+// delivery rows, through outbox.purge: status is SENT or FAILED, topic ""
+// for any. It returns how many it deleted.
+func (s *Store) Purge(ctx context.Context, olderThan time.Duration, status string, batch int, topic string) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT outbox.purge(make_interval(secs => $1), $2, $3, $4)`,
+		olderThan.Seconds(), status, batch, nullable(topic)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("purging %s events older than %s: %w", status, olderThan, err)
+	}
+	return n, nil
+}

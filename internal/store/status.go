@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	_ "embed" // the statements
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/status_slots.sql
+	statusSlotsSQL string
+	//go:embed sql/status_topics.sql
+	statusTopicsSQL string
+	//go:embed sql/status_failed.sql
+	statusFailedSQL string
+)
+
+// Slot is a replication slot of the database.
+type Slot struct {
+	Name      string `json:"name"`
+	Plugin    string `json:"plugin"`
+	Active    bool   `json:"active"`
+	ActivePID int    `json:"active_pid,omitempty"`
+	WALStatus string `json:"wal_status"`
+	LagBytes  int64  `json:"lag_bytes"`
+}
+
+// TopicStatus is how many events of a topic have a status.
+type TopicStatus struct {
+	Topic  string `json:"topic"`
+	Status string `json:"status"`
+	Events int64  `json:"events"`
+}
+
+// ReasonCount is how many events are FAILED for a reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Events int64  `json:"events"`
+}
+
+// Overview is what `outbox-relay status` shows of the database.
+type Overview struct {
+	Slots  []Slot         `json:"slots"`
+	Topics []TopicStatus  `json:"topics"`
+	Failed []ReasonCount  `json:"failed_by_reason"`
+	Counts DeliveryCounts `json:"-"`
+}
+
+// Overview reads the slots, the counts per topic and status, and FAILED
+// events by reason.
+func (s *Store) Overview(ctx context.Context) (*Overview, error) {
+	o := &Overview{}
+	var err error
+	if o.Slots, err = collect(ctx, s.db, statusSlotsSQL, func(r pgx.CollectableRow) (Slot, error) {
+		var x Slot
+		return x, r.Scan(&x.Name, &x.Plugin, &x.Active, &x.ActivePID, &x.WALStatus, &x.LagBytes)
+	}); err != nil {
+		return nil, err
+	}
+	if o.Topics, err = collect(ctx, s.db, statusTopicsSQL, func(r pgx.CollectableRow) (TopicStatus, error) {
+		var x TopicStatus
+		return x, r.Scan(&x.Topic, &x.Status, &x.Events)
+	}); err != nil {
+		return nil, err
+	}
+	if o.Failed, err = collect(ctx, s.db, statusFailedSQL, func(r pgx.CollectableRow) (ReasonCount, error) {
+		var x ReasonCount
+		return x, r.Scan(&x.Reason, &x.Events)
+	}); err != nil {
+		return nil, err
+	}
+	o.Counts, err = s.Counts(ctx)
+	return o, err
+}
+
+func collect[T any](ctx context.Context, db DB, sql string, scan pgx.RowToFunc[T]) ([]T, error) {
+	rows, err := db.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("reading status: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("reading status: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,1 @@
+DROP FUNCTION outbox.purge(interval, text, int, text);

@@ -1,0 +1,84 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
+	"github.com/outbox-relay/outbox-relay/internal/outage"
+)
+
+// observeEvery is how often the gauges read from PostgreSQL are refreshed.
+const observeEvery = 10 * time.Second
+
+// observe refreshes the gauges that are read rather than counted: the
+// slot's lag and confirmed position, what is in flight, and the PENDING
+// and FAILED counts.
+func (r *Relay) observe(ctx context.Context) {
+	for {
+		if s := r.current.Load(); s != nil {
+			r.metrics.ConfirmedLSN.Set(float64(s.tr.Confirmed()))
+			events, bytes := s.win.used()
+			r.metrics.InFlight.Set(float64(events))
+			r.metrics.InFlightBytes.Set(float64(bytes))
+		} else {
+			r.metrics.InFlight.Set(0)
+			r.metrics.InFlightBytes.Set(0)
+		}
+		if r.cfg.Mode == ModeStream {
+			if lag, ok, err := r.store.SlotLag(ctx, r.cfg.Slot); err == nil && ok {
+				r.metrics.SlotLag.Set(float64(lag))
+			}
+		}
+		if c, err := r.store.Counts(ctx); err == nil {
+			r.metrics.Pending.Set(float64(c.Pending))
+			r.metrics.OldestPendingAge.Set(c.OldestPendingAge.Seconds())
+			r.metrics.Failed.Set(float64(c.Failed))
+		}
+		if !outage.Sleep(ctx, observeEvery) {
+			return
+		}
+	}
+}
+
+// Healthy reports whether the relay's loops make progress: the replication
+// receive loop (while streaming) and the poller.
+func (r *Relay) Healthy() error {
+	stale := func(at time.Time, limit time.Duration) bool { return !at.IsZero() && time.Since(at) > limit }
+	if s := r.current.Load(); s != nil && stale(s.stream.LastActive(), max(10*r.cfg.StatusInterval, 30*time.Second)) {
+		return errors.New("the replication receive loop has made no progress for " +
+			time.Since(s.stream.LastActive()).Round(time.Second).String())
+	}
+	turn := time.Unix(0, r.pollerTurn.Load())
+	pub := r.pub.Load()
+	if r.pollerTurn.Load() != 0 && stale(turn, max(20*r.cfg.Poll.Interval, time.Minute)) && (pub == nil || pub.Available()) {
+		return errors.New("the poller has not finished a round for " + time.Since(turn).Round(time.Second).String())
+	}
+	return nil
+}
+
+// Ready reports whether this instance can deliver: it streams (or polls,
+// in poll mode), Kafka is reachable and PostgreSQL is.
+func (r *Relay) Ready() error {
+	switch role := r.role.Load(); {
+	case role == nil || *role == metrics.RoleStarting:
+		return errors.New("starting")
+	case *role == metrics.RoleStandby:
+		return errors.New("standby: another relay streams from slot " + r.cfg.Slot)
+	}
+	if pub := r.pub.Load(); pub == nil || !pub.Available() {
+		return errors.New("kafka unavailable: circuit breaker " + pubState(pub))
+	}
+	for _, o := range r.pgLogs {
+		if o.Down() {
+			return errors.New("postgres unavailable")
+		}
+	}
+	return nil
+}
+
+func (r *Relay) setRole(role string) {
+	r.role.Store(&role)
+	r.metrics.SetRole(role)
+}

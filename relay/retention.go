@@ -1,0 +1,112 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/outbox-relay/outbox-relay/internal/outage"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+)
+
+// Retention pacing: batches of retentionBatch events, a pause of at least
+// retentionPause (and twice the batch's own time) between them, and a pass
+// every retentionEvery.
+const (
+	retentionBatch = 1000
+	retentionPause = 50 * time.Millisecond
+	retentionEvery = time.Minute
+)
+
+// retainer deletes SENT events older than the retention with their delivery
+// rows. One relay at a time does it: the one holding the retention advisory
+// lock on its own connection.
+type retainer struct {
+	dbURL   string
+	store   *store.Store
+	age     time.Duration
+	log     *zap.Logger
+	deleted func(n int64) // counts deleted events (metrics)
+	lock    *pgx.Conn     // holds the advisory lock while this relay leads
+}
+
+// run makes a pass every retentionEvery until ctx ends.
+func (r *retainer) run(ctx context.Context) {
+	defer r.release()
+	for {
+		if r.lead(ctx) {
+			r.pass(ctx)
+		}
+		if !outage.Sleep(ctx, retentionEvery) {
+			return
+		}
+	}
+}
+
+// lead reports whether this relay holds the retention lock, taking it if
+// it is free.
+func (r *retainer) lead(ctx context.Context) bool {
+	if r.lock != nil {
+		if err := r.lock.Ping(ctx); err == nil {
+			return true
+		}
+		r.release() // the connection, and with it the lock, is gone
+	}
+	conn, err := pgx.Connect(ctx, r.dbURL)
+	if err != nil {
+		return false // PostgreSQL is down: the poller and the stream say so
+	}
+	ok, err := store.TryRetentionLock(ctx, conn)
+	if err != nil || !ok {
+		conn.Close(context.WithoutCancel(ctx))
+		return false
+	}
+	r.lock = conn
+	r.log.Info("this relay runs retention", zap.Duration("retention", r.age))
+	return true
+}
+
+func (r *retainer) release() {
+	if r.lock != nil {
+		r.lock.Close(context.Background())
+		r.lock = nil
+	}
+}
+
+// pass walks every event older than the retention, oldest first, and
+// deletes the SENT ones, pausing between batches so that it never competes
+// with delivery.
+func (r *retainer) pass(ctx context.Context) {
+	cutoff := time.Now().Add(-r.age)
+	var from time.Time
+	var total int64
+	for ctx.Err() == nil {
+		start := time.Now()
+		walked, last, deleted, err := r.store.RetentionStep(ctx, from, cutoff, retentionBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("retention: deleting delivered events failed; trying again at the next pass", zap.Error(err))
+			}
+			break
+		}
+		total += deleted
+		r.deleted(deleted)
+		if walked < retentionBatch || last == nil {
+			break
+		}
+		if last.Equal(from) { // a batch of events sharing one created_at, none deletable: step past it
+			from = from.Add(time.Microsecond)
+		} else {
+			from = *last
+		}
+		if !outage.Sleep(ctx, max(retentionPause, 2*time.Since(start))) {
+			break
+		}
+	}
+	if total > 0 {
+		r.log.Info("retention: deleted delivered events with their delivery rows",
+			zap.Int64("events", total), zap.Time("created_before", cutoff))
+	}
+}
