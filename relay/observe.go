@@ -70,10 +70,8 @@ func (r *Relay) Ready() error {
 	if pub := r.pub.Load(); pub == nil || !pub.Available() {
 		return errors.New("kafka unavailable: circuit breaker " + pubState(pub))
 	}
-	for _, o := range r.pgLogs {
-		if o.Down() {
-			return errors.New("postgres unavailable")
-		}
+	if r.pollerDown.Down() || r.streamDown.Down() {
+		return errors.New("postgres unavailable")
 	}
 	return nil
 }

@@ -204,7 +204,8 @@ type Relay struct {
 	pub        atomic.Pointer[kafka.Publisher]
 	current    atomic.Pointer[session] // the streaming session, if any
 	pollerTurn atomic.Int64            // unix nanoseconds of the poller's last round
-	pgLogs     []*outage.Log           // set before Run starts its goroutines
+	pollerDown *outage.Log             // PostgreSQL as the poller sees it
+	streamDown *outage.Log             // PostgreSQL as the replication stream sees it
 }
 
 // New checks cfg and opens the store's connection pools; it does not
@@ -222,7 +223,9 @@ func New(cfg Config) (*Relay, error) {
 		st = st.WithClock(cfg.Now)
 	}
 	r := &Relay{cfg: cfg, log: cfg.Logger, store: st, metrics: cfg.Metrics,
-		settle: &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand}}
+		settle:     &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand},
+		pollerDown: outage.New(cfg.Logger.With(zap.String("component", "poller")), "postgres (poller)"),
+		streamDown: outage.New(cfg.Logger, "postgres replication stream")}
 	r.setRole(metrics.RoleStarting)
 	return r, nil
 }
@@ -261,9 +264,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	// whatever the poller is doing.
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	p := newPoller(r.cfg.Poll, r.store, pub, r.settle, r.cfg.Now, r.log, slot)
-	p.metrics, p.turned = r.metrics, func() { r.pollerTurn.Store(time.Now().UnixNano()) }
-	streamDown := outage.New(r.log, "postgres replication stream")
-	r.pgLogs = []*outage.Log{p.pgDown, streamDown}
+	p.metrics, p.pgDown, p.turned = r.metrics, r.pollerDown, func() { r.pollerTurn.Store(time.Now().UnixNano()) }
 	var wg sync.WaitGroup
 	defer func() { stopPolling(); wg.Wait() }()
 	wg.Go(func() { p.run(pollCtx) })
@@ -279,7 +280,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 		<-ctx.Done()
 		return nil
 	}
-	return r.stream(ctx, pub, streamDown)
+	return r.stream(ctx, pub, r.streamDown)
 }
 
 // checkSchema waits for PostgreSQL and fails when the outbox schema is

@@ -27,6 +27,8 @@ log "started the DEVELOPMENT Kafka broker on 127.0.0.1:$KAFKA_PORT (topics order
 
 export OUTBOX_DATABASE_URL="$DATABASE_URL"
 export OUTBOX_KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT"
+METRICS_PORT=$(free_port)
+export OUTBOX_METRICS_ADDR="127.0.0.1:$METRICS_PORT"
 
 log "outbox-relay migrate"
 "$WORK/outbox-relay" migrate
@@ -75,6 +77,9 @@ SELECT e.topic, e.key, e.event_type, d.status, d.kafka_partition AS part, d.kafk
        d.failure_reason, d.last_error
 FROM outbox.events e JOIN outbox.deliveries d ON d.event_id = e.id
 ORDER BY e.created_at, e.id"
+
+log "outbox-relay status (the database, and the running relay from its /metrics on port $METRICS_PORT)"
+"$WORK/outbox-relay" status --metrics-url "http://127.0.0.1:$METRICS_PORT/metrics"
 
 log "stopping the relay with SIGTERM (it drains, confirms the slot and exits 0)"
 kill -TERM "$RELAY_PID"

@@ -20,7 +20,7 @@ import (
 type options struct {
 	dbURL, brokers, relayBin, topic, outDir string
 	trace                                   string
-	events, big, conns, drainRuns           int
+	events, big, conns, drainRuns, purge    int
 	relayArgs                               []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -55,6 +55,7 @@ func main() {
 	flag.IntVar(&o.events, "events", 200000, "events for the drain phases")
 	flag.IntVar(&o.drainRuns, "drain-runs", 3, "how many times to run the three drain phases; each row reports the median run")
 	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")
+	flag.IntVar(&o.purge, "purge-events", 1000000, "old SENT events that retention deletes during a stream at 1,000/s (0 skips the phase)")
 	flag.IntVar(&o.conns, "writers", 8, "writer connections in the steady phases")
 	flag.StringVar(&o.rates, "rates", "1000,5000,max", "steady-state writer rates (events/s)")
 	flag.DurationVar(&o.steady, "steady-duration", 10*time.Second, "length of each steady-state run")
@@ -99,6 +100,11 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := b.steadyStates(ctx); err != nil {
 		return err
+	}
+	if o.purge > 0 {
+		if err := b.purgeSteady(ctx); err != nil {
+			return err
+		}
 	}
 	if o.big > 0 {
 		if err := b.bigTransaction(ctx); err != nil {

@@ -24,9 +24,10 @@ func (b *bench) startRelay(args ...string) (*relayProcess, error) {
 	// The drains end when the slot is confirmed past the last commit: a
 	// 100 ms status interval (default 1 s) keeps that within 100 ms of the
 	// last status row being durable. One thread for Go code: every process
-	// shares the machine's cores.
+	// shares the machine's cores. Metrics are served on a free port: the
+	// collectors run as in production.
 	args = append(append([]string{"run", "--log-level", "warn", "--log-format", "console", "--status-interval", "100ms",
-		"--max-procs", "1"}, args...), b.o.relayArgs...)
+		"--max-procs", "1", "--metrics-addr", "127.0.0.1:0"}, args...), b.o.relayArgs...)
 	cmd := exec.Command(b.o.relayBin, args...)
 	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers)
 	cmd.Stderr = os.Stderr
