@@ -99,17 +99,24 @@ func TestStart_ASlotDroppedWhileTheRelayIsDownIsCreatedAgainAndBackfilled(t *tes
 	t.Parallel()
 	b := setup(t, kfake.SeedTopics(3, "orders"))
 	cfg := b.config(t)
+	b.deliverThenStop(t, cfg)
+	b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
+	b.insertTagged(t, "while down", 20)
+	b.startRelay(t, cfg)
+	b.insertTagged(t, "after", 20)
+	b.expectEveryEventOnceOnKafka(t, 30*time.Second)
+}
+
+// deliverThenStop runs a relay until 20 events are SENT, then stops it,
+// leaving its slot behind.
+func (b *testBundle) deliverThenStop(t *testing.T, cfg relay.Config) {
+	t.Helper()
 	stop := b.startRelay(t, cfg)
 	b.insertTagged(t, "before", 20)
 	b.waitStatus(t, "SENT", 20, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
-	b.insertTagged(t, "while down", 20)
-	b.startRelay(t, cfg)
-	b.insertTagged(t, "after", 20)
-	b.expectEveryEventOnceOnKafka(t, 30*time.Second)
 }
 
 // invalidate generates WAL until PostgreSQL invalidates the (inactive) slot.
@@ -144,12 +151,7 @@ func TestStart_AnInvalidatedSlotStopsTheRelayOrIsCreatedAgainAndBackfilled(t *te
 	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
 	b := &testBundle{dbURL: dbURL, slot: "invalidated", pool: pool, cluster: c, brokers: c.ListenAddrs()}
 	cfg := b.config(t)
-	stop := b.startRelay(t, cfg)
-	b.insertTagged(t, "before", 20)
-	b.waitStatus(t, "SENT", 20, 30*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	b.deliverThenStop(t, cfg)
 	b.insertTagged(t, "while down", 20)
 	invalidate(t, pool, b.slot)
 

@@ -131,12 +131,11 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		zap.Bool("kafka_tls_client_cert", cfg.Kafka.TLSCertFile != ""), zap.String("kafka_partitioner", cfg.Kafka.Partitioner))
 
 	if o.debugAddr != "" {
-		ln, err := net.Listen("tcp", o.debugAddr)
+		stop, err := serve(log, "--debug-addr", "Go pprof profiles", o.debugAddr, http.DefaultServeMux)
 		if err != nil {
-			return fmt.Errorf("--debug-addr: %w", err)
+			return err
 		}
-		log.Info("serving pprof", zap.String("addr", ln.Addr().String()))
-		go func() { _ = http.Serve(ln, nil) }() //nolint:gosec // operator-enabled debug endpoint
+		defer stop()
 	}
 	cfg.Metrics = metrics.New(version)
 	r, err := relay.New(cfg)
@@ -145,20 +144,40 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	}
 	defer r.Close()
 	if o.metricsAddr != "" {
-		ln, err := net.Listen("tcp", o.metricsAddr)
+		stop, err := serve(log, "--metrics-addr", "/metrics, /healthz and /readyz", o.metricsAddr, cfg.Metrics.Handler(r))
 		if err != nil {
-			return fmt.Errorf("--metrics-addr: %w", err)
+			return err
 		}
-		log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
-		srv := &http.Server{Handler: cfg.Metrics.Handler(r), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }() //nolint:errcheck // ends with Close
-		defer srv.Close()
+		defer stop()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer stopOnSignal(log, cancel)()
+	if err := r.Run(ctx); err != nil {
+		log.Error("stopping", zap.Error(err), zap.Bool("setup_problem", relay.IsSetup(err)))
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// serve serves handler on addr (the value of flag) until stop is called.
+func serve(log *zap.Logger, flag, what, addr string, handler http.Handler) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	log.Info("serving "+what, zap.String("addr", ln.Addr().String()))
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }() //nolint:errcheck // ends with Close
+	return func() { _ = srv.Close() }, nil
+}
+
+// stopOnSignal cancels on the first SIGINT or SIGTERM (a graceful stop) and
+// exits with 130 on the second; call the result to stop listening.
+func stopOnSignal(log *zap.Logger, cancel context.CancelFunc) func() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	go func() {
 		sig, ok := <-sigs
 		if !ok {
@@ -172,12 +191,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 			os.Exit(130)
 		}
 	}()
-	if err := r.Run(ctx); err != nil {
-		log.Error("stopping", zap.Error(err), zap.Bool("setup_problem", relay.IsSetup(err)))
-		return err
-	}
-	log.Info("stopped")
-	return nil
+	return func() { signal.Stop(sigs) }
 }
 
 func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
@@ -18,8 +20,10 @@ type prober struct{}
 func (prober) Healthy() error { return nil }
 func (prober) Ready() error   { return nil }
 
-func TestStatusAndPurge_ShowAndCleanWhatIsInTheTables(t *testing.T) {
-	t.Parallel()
+// seedForOperators builds three SENT events on orders (two 10 days old)
+// and one FAILED on payments (10 days old), and returns a runner of the CLI.
+func seedForOperators(t *testing.T) (*pgxpool.Pool, func(args ...string) (string, string, int)) {
+	t.Helper()
 	dbURL, pool := pgtest.Migrated(t)
 	execSQL(t, pool, `WITH ev AS (
 		INSERT INTO outbox.events (topic, payload, created_at)
@@ -28,15 +32,20 @@ func TestStatusAndPurge_ShowAndCleanWhatIsInTheTables(t *testing.T) {
 		INSERT INTO outbox.deliveries (event_id, status, failure_reason)
 		SELECT id, CASE WHEN topic = 'payments' THEN 'FAILED' ELSE 'SENT' END,
 		       CASE WHEN topic = 'payments' THEN 'INVALID_TOPIC' END FROM ev`)
-	m := metrics.New("test")
-	m.SetRole(metrics.RoleStandby)
-	relayMetrics := httptest.NewServer(m.Handler(prober{}))
-	defer relayMetrics.Close()
-	run := func(args ...string) (string, string, int) {
+	return pool, func(args ...string) (string, string, int) {
 		var out, errb bytes.Buffer
 		code := runMain(context.Background(), args, &out, &errb, env("OUTBOX_DATABASE_URL", dbURL))
 		return out.String(), errb.String(), code
 	}
+}
+
+func TestStatus_ShowsSlotsCountsFailuresAndTheRunningRelay(t *testing.T) {
+	t.Parallel()
+	_, run := seedForOperators(t)
+	m := metrics.New("test")
+	m.SetRole(metrics.RoleStandby)
+	relayMetrics := httptest.NewServer(m.Handler(prober{}))
+	defer relayMetrics.Close()
 
 	out, errOut, code := run("status", "--format", "json", "--metrics-url", relayMetrics.URL+"/metrics")
 	if code != 0 {
@@ -72,6 +81,11 @@ func TestStatusAndPurge_ShowAndCleanWhatIsInTheTables(t *testing.T) {
 		!strings.Contains(out, "INVALID_TOPIC") {
 		t.Errorf("status for a person:\n%s", out)
 	}
+}
+
+func TestPurge_DeletesOldEventsOfAStatusInBatches(t *testing.T) {
+	t.Parallel()
+	pool, run := seedForOperators(t)
 
 	if out, errOut, code := run("purge", "--older-than", "168h"); code != 0 || !strings.Contains(out, "purged 2 SENT events") {
 		t.Fatalf("purge: exit %d %q %q", code, out, errOut)

@@ -60,16 +60,6 @@ func report(t *testing.T, format string, args ...any) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // proc is a running binary whose output goes to the test log.
 type proc struct {
 	cmd  *exec.Cmd
@@ -191,7 +181,7 @@ type env struct {
 func newEnv(t *testing.T, topics string) *env {
 	t.Helper()
 	dbURL, pool := pgtest.Migrated(t)
-	port := freePort(t)
+	port := pgtest.FreePort(t)
 	kafka := start(t, "kafka-dev", []string{"serve", "--port", strconv.Itoa(port), "--topics", topics})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	pgtest.Eventually(t, 10*time.Second, "kafka-dev listening", func() (bool, string) {

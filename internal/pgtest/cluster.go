@@ -44,7 +44,7 @@ func Cluster(t testing.TB, initdbArgs []string, settings ...string) string {
 	}
 	data := filepath.Join(dir, "data")
 	run(t, asPG("initdb", append([]string{"-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"}, initdbArgs...)...))
-	port := freeTCPPort(t)
+	port := FreePort(t)
 	opts := []string{"-c listen_addresses=127.0.0.1", "-p " + strconv.Itoa(port), "-k " + dir, "-c wal_level=logical",
 		"-c max_replication_slots=20", "-c max_wal_senders=20"}
 	for _, s := range settings {
@@ -85,7 +85,8 @@ func run(t testing.TB, cmd *exec.Cmd) {
 	}
 }
 
-func freeTCPPort(t testing.TB) int {
+// FreePort returns a loopback TCP port nobody listens on now.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
