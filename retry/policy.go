@@ -111,15 +111,18 @@ func (p Policy) Next(attempts int, prev time.Duration, rnd *rand.Rand) time.Dura
 	return base
 }
 
+// stored is a Policy as outbox.deliveries.retry_policy keeps it.
+type stored struct {
+	Kind        string `json:"kind"`
+	DelayMS     int64  `json:"delay_ms"`
+	MaxDelayMS  int64  `json:"max_delay_ms"`
+	MaxAttempts int    `json:"max_attempts"`
+	Jitter      string `json:"jitter"`
+}
+
 // JSON is the policy as stored in outbox.deliveries.retry_policy.
 func (p Policy) JSON() []byte {
-	b, _ := json.Marshal(struct {
-		Kind        string `json:"kind"`
-		DelayMS     int64  `json:"delay_ms"`
-		MaxDelayMS  int64  `json:"max_delay_ms"`
-		MaxAttempts int    `json:"max_attempts"`
-		Jitter      string `json:"jitter"`
-	}{p.Kind, p.Delay.Milliseconds(), p.MaxDelay.Milliseconds(), p.MaxAttempts, p.Jitter})
+	b, _ := json.Marshal(stored{p.Kind, p.Delay.Milliseconds(), p.MaxDelay.Milliseconds(), p.MaxAttempts, p.Jitter}) //nolint:errcheck // plain fields cannot fail
 	return b
 }
 
@@ -128,13 +131,7 @@ func ParsePolicy(b []byte, def Policy) (Policy, error) {
 	if len(b) == 0 {
 		return def, nil
 	}
-	var v struct {
-		Kind        string `json:"kind"`
-		DelayMS     int64  `json:"delay_ms"`
-		MaxDelayMS  int64  `json:"max_delay_ms"`
-		MaxAttempts int    `json:"max_attempts"`
-		Jitter      string `json:"jitter"`
-	}
+	var v stored
 	if err := json.Unmarshal(b, &v); err != nil {
 		return def, fmt.Errorf("reading stored retry policy: %w", err)
 	}
