@@ -120,7 +120,16 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
 		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover,
 	}
-	r.slotHooks(&cfg)
+	// A new slot's backfill runs beside this session and ends with it.
+	backfillCtx, stopBackfill := context.WithCancel(ctx)
+	var backfilled <-chan error
+	defer func() {
+		stopBackfill()
+		if backfilled != nil {
+			<-backfilled
+		}
+	}()
+	r.slotHooks(backfillCtx, &cfg, &backfilled)
 	stream, err := cdc.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -151,6 +160,20 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	g.Go(s.produce)
 	g.Go(s.write)
 	g.Go(s.barrier)
+	if backfilled != nil { // a backfill that fails ends the session: the next one starts over
+		g.Go(func() error {
+			select {
+			case err := <-backfilled:
+				backfilled = nil
+				if ctx.Err() != nil {
+					return nil // stopping: the next start does the backfill again
+				}
+				return err
+			case <-hard.Done():
+				return nil
+			}
+		})
+	}
 
 	err = errors.Join(s.read(ctx, stream), g.Wait())
 	if drain.Err() != nil {

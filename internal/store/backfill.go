@@ -96,18 +96,20 @@ func (s *Store) InsertPending(ctx context.Context, ids [][16]byte, maxAttempts i
 	return tag.RowsAffected(), nil
 }
 
-// InSnapshot runs fn with a Store whose statements see the exported
-// snapshot, in a read-only repeatable-read transaction on conn.
-func InSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, fn func(*Store) error) error {
+// ImportSnapshot opens a read-only repeatable-read transaction on conn that
+// sees the exported snapshot, and returns a Store whose statements run in
+// it; release ends the transaction.
+func ImportSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string) (snap *Store, release func(), err error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return fmt.Errorf("starting the snapshot transaction: %w", err)
+		return nil, nil, fmt.Errorf("starting the snapshot transaction: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only: nothing to keep
+	release = func() { _ = tx.Rollback(context.WithoutCancel(ctx)) } //nolint:errcheck // read-only: nothing to keep
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
-		return fmt.Errorf("importing snapshot %q: %w", snapshot, err)
+		release()
+		return nil, nil, fmt.Errorf("importing snapshot %q: %w", snapshot, err)
 	}
-	return fn(New(tx))
+	return New(tx), release, nil
 }
 
 func quoteLiteral(s string) string {
