@@ -312,7 +312,6 @@ func (r *Relay) checkSchema(ctx context.Context) error {
 // this one is a standby and tries to take over every standbyRetry.
 func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.Log) error {
 	bo := retry.Reconnect(500*time.Millisecond, 30*time.Second)
-	standby := false
 	for {
 		err := r.session(ctx, pub, down)
 		var inUse *cdc.SlotInUseError
@@ -325,12 +324,11 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.L
 		case IsSetup(err) && !errors.Is(err, cdc.ErrSlotInvalid):
 			return err
 		case errors.As(err, &inUse):
-			r.setRole(metrics.RoleStandby)
-			if !standby {
+			if role := r.role.Load(); role == nil || *role != metrics.RoleStandby { // once per spell as a standby
 				r.log.Info("standby: "+inUse.Error()+"; taking over when it is free",
 					zap.String("slot", inUse.Slot), zap.Int("pid", inUse.PID), zap.Duration("retry", standbyRetry))
-				standby = true
 			}
+			r.setRole(metrics.RoleStandby)
 			if !outage.Sleep(ctx, standbyRetry) {
 				return nil
 			}
@@ -341,7 +339,6 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.L
 			}
 			continue
 		}
-		standby = false
 		down.Failed(err)
 		if !outage.Sleep(ctx, bo.NextBackOff()) {
 			return nil
