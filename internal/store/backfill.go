@@ -74,15 +74,7 @@ func (s *Store) BackfillUnfinished(ctx context.Context, slot string) (bool, erro
 // without a status row, as the snapshot of the transaction the store runs
 // in sees them.
 func (s *Store) UnrelayedPage(ctx context.Context, after [16]byte, limit int) ([][16]byte, error) {
-	rows, err := s.db.Query(ctx, backfillPageSQL, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("reading events without a status row: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
-	if err != nil {
-		return nil, fmt.Errorf("reading events without a status row: %w", err)
-	}
-	return ids, nil
+	return collect(ctx, s.db, "reading events without a status row", pgx.RowTo[[16]byte], backfillPageSQL, after, limit)
 }
 
 // InsertPending gives events a PENDING row, due now, with maxAttempts

@@ -50,19 +50,11 @@ type Failed struct {
 // FailedPage lists up to limit FAILED events matching f, oldest failure
 // first, after the event with id after ("" for the first page).
 func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after string, limit int) ([]Failed, error) {
-	rows, err := s.db.Query(ctx, failedPageSQL, append(f.args(), nullable(after), limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("listing failed events: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Failed, error) {
+	return collect(ctx, s.db, "listing failed events", func(r pgx.CollectableRow) (Failed, error) {
 		var x Failed
 		err := r.Scan(&x.EventID, &x.Topic, &x.Key, &x.EventType, &x.Reason, &x.LastError, &x.Attempts, &x.FailedAt)
 		return x, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing failed events: %w", err)
-	}
-	return list, nil
+	}, failedPageSQL, append(f.args(), nullable(after), limit)...)
 }
 
 // CountFailed counts the FAILED events matching f.

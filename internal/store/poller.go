@@ -113,19 +113,11 @@ type Rescued struct {
 // threshold, counting an attempt; maxAttempts is the limit of rows without
 // their own.
 func (s *Store) RescueStuck(ctx context.Context, threshold time.Duration, limit, maxAttempts int) ([]Rescued, error) {
-	rows, err := s.db.Query(ctx, rescueStuckSQL, threshold.Milliseconds(), limit, maxAttempts, s.now())
-	if err != nil {
-		return nil, fmt.Errorf("taking back stuck rows: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Rescued, error) {
+	return collect(ctx, s.db, "taking back stuck rows", func(r pgx.CollectableRow) (Rescued, error) {
 		var x Rescued
 		err := r.Scan(&x.EventID, &x.Status, &x.LastError)
 		return x, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("taking back stuck rows: %w", err)
-	}
-	return out, nil
+	}, rescueStuckSQL, threshold.Milliseconds(), limit, maxAttempts, s.now())
 }
 
 // SweepHorizon is how far the gap sweep may walk now: grace ago (and, for

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	_ "embed" // the statements
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -53,36 +52,24 @@ type Overview struct {
 func (s *Store) Overview(ctx context.Context) (*Overview, error) {
 	o := &Overview{}
 	var err error
-	if o.Slots, err = collect(ctx, s.db, statusSlotsSQL, func(r pgx.CollectableRow) (Slot, error) {
+	if o.Slots, err = collect(ctx, s.db, "reading slots", func(r pgx.CollectableRow) (Slot, error) {
 		var x Slot
 		return x, r.Scan(&x.Name, &x.Plugin, &x.Active, &x.ActivePID, &x.WALStatus, &x.LagBytes)
-	}); err != nil {
+	}, statusSlotsSQL); err != nil {
 		return nil, err
 	}
-	if o.Topics, err = collect(ctx, s.db, statusTopicsSQL, func(r pgx.CollectableRow) (TopicStatus, error) {
+	if o.Topics, err = collect(ctx, s.db, "reading counts per topic", func(r pgx.CollectableRow) (TopicStatus, error) {
 		var x TopicStatus
 		return x, r.Scan(&x.Topic, &x.Status, &x.Events)
-	}); err != nil {
+	}, statusTopicsSQL); err != nil {
 		return nil, err
 	}
-	if o.Failed, err = collect(ctx, s.db, statusFailedSQL, func(r pgx.CollectableRow) (ReasonCount, error) {
+	if o.Failed, err = collect(ctx, s.db, "reading failures by reason", func(r pgx.CollectableRow) (ReasonCount, error) {
 		var x ReasonCount
 		return x, r.Scan(&x.Reason, &x.Events)
-	}); err != nil {
+	}, statusFailedSQL); err != nil {
 		return nil, err
 	}
 	o.Counts, err = s.Counts(ctx)
 	return o, err
-}
-
-func collect[T any](ctx context.Context, db DB, sql string, scan pgx.RowToFunc[T]) ([]T, error) {
-	rows, err := db.Query(ctx, sql)
-	if err != nil {
-		return nil, fmt.Errorf("reading status: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scan)
-	if err != nil {
-		return nil, fmt.Errorf("reading status: %w", err)
-	}
-	return out, nil
 }

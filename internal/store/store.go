@@ -117,15 +117,25 @@ func (s *Store) HighestStatusID(ctx context.Context) (id [16]byte, ok bool, err 
 	return id, true, nil
 }
 
+// collect runs a query and scans every row with scan; errors say what was
+// being done.
+func collect[T any](ctx context.Context, db DB, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 // Existing returns which of ids have a status row.
 func (s *Store) Existing(ctx context.Context, ids [][16]byte) (map[[16]byte]struct{}, error) {
-	rows, err := s.db.Query(ctx, existingSQL, ids)
+	found, err := collect(ctx, s.db, "looking up existing delivery rows", pgx.RowTo[[16]byte], existingSQL, ids)
 	if err != nil {
-		return nil, fmt.Errorf("looking up existing delivery rows: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
-	if err != nil {
-		return nil, fmt.Errorf("looking up existing delivery rows: %w", err)
+		return nil, err
 	}
 	set := make(map[[16]byte]struct{}, len(found))
 	for _, id := range found {
