@@ -57,8 +57,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
-	rep := statusReport{Overview: o, Pending: o.Counts.Pending, OldestPendingAge: o.Counts.OldestPendingAge.Seconds(),
-		FailedTotal: o.Counts.Failed}
+	c, err := st.Counts(ctx)
+	if err != nil {
+		return err
+	}
+	rep := statusReport{Overview: o, Pending: c.Pending, OldestPendingAge: c.OldestPendingAge.Seconds(), FailedTotal: c.Failed}
 	if metricsURL != "" {
 		rep.Relay = scrapeRelay(ctx, metricsURL)
 	}
