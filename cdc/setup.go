@@ -201,7 +201,8 @@ func quoteIdent(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
 
-// quoteLiteral quotes a PostgreSQL string literal.
-func quoteLiteral(s string) string {
+// QuoteLiteral quotes a PostgreSQL string literal, for statements that
+// take no parameters (replication commands, SET TRANSACTION SNAPSHOT).
+func QuoteLiteral(s string) string {
 	return `'` + strings.ReplaceAll(s, `'`, `''`) + `'`
 }

@@ -135,7 +135,7 @@ func start(ctx context.Context, conn *pgconn.PgConn, sc *pgx.Conn, cfg Config, s
 	err := pglogrepl.StartReplication(ctx, conn, quoteIdent(cfg.Slot), 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{
 			"proto_version '1'",
-			"publication_names " + quoteLiteral(cfg.Publication),
+			"publication_names " + QuoteLiteral(cfg.Publication),
 			"binary 'true'",
 		},
 	})

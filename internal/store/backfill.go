@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outbox-relay/outbox-relay/cdc"
 )
 
 var (
@@ -97,20 +98,9 @@ func ImportSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string) (snap 
 		return nil, nil, fmt.Errorf("starting the snapshot transaction: %w", err)
 	}
 	release = func() { _ = tx.Rollback(context.WithoutCancel(ctx)) } //nolint:errcheck // read-only: nothing to keep
-	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+cdc.QuoteLiteral(snapshot)); err != nil {
 		release()
 		return nil, nil, fmt.Errorf("importing snapshot %q: %w", snapshot, err)
 	}
 	return New(tx), release, nil
-}
-
-func quoteLiteral(s string) string {
-	out := []byte{'\''}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\'' {
-			out = append(out, '\'')
-		}
-		out = append(out, s[i])
-	}
-	return string(append(out, '\''))
 }
