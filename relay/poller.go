@@ -90,38 +90,41 @@ func (c PollerConfig) validate() error {
 // that the stream never did (the gap sweep). Every relay runs one;
 // --mode=poll runs only it.
 type poller struct {
+	pollerDeps
 	cfg    PollerConfig
-	store  *store.Store
-	pub    *kafka.Publisher
-	settle *settler
-	now    func() time.Time
-	log    *zap.Logger
 	slot   string    // "" in poll mode: no slot to wait for
 	cursor time.Time // the gap sweep's
 	// recheck is the recheck pass's cursor (GapRecheck), run at rechecked.
 	recheck   time.Time
 	rechecked time.Time
-	pgDown    *outage.Log
 	paused    bool // the sweep waits for the stream to catch up
 	msgs      []*kafka.Message
-	metrics   *metrics.Metrics
 	tally     *metrics.Tally
-	turned    func() // called after each round
 }
 
-// newPoller makes a poller; now is its clock (nil: time.Now).
-func newPoller(cfg PollerConfig, st *store.Store, pub *kafka.Publisher, settle *settler, now func() time.Time,
-	log *zap.Logger, slot string) *poller {
-	log = log.With(zap.String("component", "poller"))
-	if now == nil {
-		now = time.Now
+// pollerDeps are what a poller works with besides its configuration.
+type pollerDeps struct {
+	store   *store.Store
+	pub     *kafka.Publisher
+	settle  *settler
+	metrics *metrics.Metrics
+	pgDown  *outage.Log // PostgreSQL as the poller sees it
+	log     *zap.Logger
+	now     func() time.Time // nil: time.Now
+	turned  func()           // called after each round; nil: nothing
+}
+
+// newPoller makes a poller of slot ("" in poll mode).
+func newPoller(cfg PollerConfig, slot string, deps pollerDeps) *poller {
+	if deps.now == nil {
+		deps.now = time.Now
 	}
-	p := &poller{cfg: cfg, store: st, pub: pub, settle: settle, now: now, log: log, slot: slot,
-		pgDown: outage.New(log, "postgres (poller)")}
+	if deps.turned == nil {
+		deps.turned = func() {}
+	}
+	p := &poller{pollerDeps: deps, cfg: cfg, slot: slot, tally: deps.metrics.NewTally()}
 	p.cursor = p.now().Add(-cfg.GapLookback)
 	p.recheck = p.cursor
-	p.metrics = metrics.New("")
-	p.turned = func() {}
 	return p
 }
 
@@ -297,9 +300,6 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 		return len(b.events), nil
 	}
 	out := &store.Outcomes{}
-	if p.tally == nil {
-		p.tally = p.metrics.NewTally()
-	}
 	for i, row := range claimed.Rows {
 		pol := p.settle.stored(row.RetryPolicy, row.MaxAttempts)
 		o := p.settle.outcome(&b.events[i], row.Attempts, pol, row.PrevDelay)

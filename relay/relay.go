@@ -204,8 +204,9 @@ type Relay struct {
 	pub        atomic.Pointer[kafka.Publisher]
 	current    atomic.Pointer[session] // the streaming session, if any
 	pollerTurn atomic.Int64            // unix nanoseconds of the poller's last round
-	pollerDown *outage.Log             // PostgreSQL as the poller sees it
-	streamDown *outage.Log             // PostgreSQL as the replication stream sees it
+	pollerLog  *zap.Logger
+	pollerDown *outage.Log // PostgreSQL as the poller sees it
+	streamDown *outage.Log // PostgreSQL as the replication stream sees it
 }
 
 // New checks cfg and opens the store's connection pools; it does not
@@ -224,8 +225,9 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r := &Relay{cfg: cfg, log: cfg.Logger, store: st, metrics: cfg.Metrics,
 		settle:     &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand},
-		pollerDown: outage.New(cfg.Logger.With(zap.String("component", "poller")), "postgres (poller)"),
+		pollerLog:  cfg.Logger.With(zap.String("component", "poller")),
 		streamDown: outage.New(cfg.Logger, "postgres replication stream")}
+	r.pollerDown = outage.New(r.pollerLog, "postgres (poller)")
 	r.setRole(metrics.RoleStarting)
 	return r, nil
 }
@@ -263,8 +265,9 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	// The poller stops with the stream: a setup error ends the process
 	// whatever the poller is doing.
 	pollCtx, stopPolling := context.WithCancel(ctx)
-	p := newPoller(r.cfg.Poll, r.store, pub, r.settle, r.cfg.Now, r.log, slot)
-	p.metrics, p.pgDown, p.turned = r.metrics, r.pollerDown, func() { r.pollerTurn.Store(time.Now().UnixNano()) }
+	p := newPoller(r.cfg.Poll, slot, pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics,
+		pgDown: r.pollerDown, log: r.pollerLog, now: r.cfg.Now,
+		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }})
 	var wg sync.WaitGroup
 	defer func() { stopPolling(); wg.Wait() }()
 	wg.Go(func() { p.run(pollCtx) })
