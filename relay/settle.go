@@ -23,15 +23,9 @@ type settler struct {
 	rnd *rand.Rand
 }
 
-// policy is the retry policy of an event, with its own max attempts if it
-// set one.
-func (s *settler) policy(maxAttempts int32) retry.Policy {
-	p := s.def
-	if maxAttempts > 0 {
-		p.MaxAttempts = int(maxAttempts)
-	}
-	return p
-}
+// policy is the configured retry policy with an event's own max attempts,
+// if it set one (> 0).
+func (s *settler) policy(maxAttempts int32) retry.Policy { return withMaxAttempts(s.def, maxAttempts) }
 
 // stored reads the policy fixed in a status row; rows without one (an
 // operator's resend of an event that had none) get the configured one.
@@ -41,6 +35,10 @@ func (s *settler) stored(policy []byte, maxAttempts int32) retry.Policy {
 		s.log.Warn("unreadable retry_policy in a status row; using the configured policy", zap.Error(err))
 		p = s.def
 	}
+	return withMaxAttempts(p, maxAttempts)
+}
+
+func withMaxAttempts(p retry.Policy, maxAttempts int32) retry.Policy {
 	if maxAttempts > 0 {
 		p.MaxAttempts = int(maxAttempts)
 	}
