@@ -150,46 +150,41 @@ func boolFloat(b bool) float64 {
 // factory makes collectors named outbox_relay_<name> on one registry.
 type factory struct{ reg *prometheus.Registry }
 
+// register registers c and returns it.
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	reg.MustRegister(c)
+	return c
+}
+
 func (f factory) opts(name, help string) prometheus.Opts {
 	return prometheus.Opts{Namespace: "outbox", Subsystem: "relay", Name: name, Help: help}
 }
 
+func (f factory) histogramOpts(name, help string, buckets []float64) prometheus.HistogramOpts {
+	o := f.opts(name, help)
+	return prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: o.Subsystem, Name: o.Name, Help: o.Help, Buckets: buckets}
+}
+
 func (f factory) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts(f.opts(name, help)))
-	f.reg.MustRegister(c)
-	return c
+	return register(f.reg, prometheus.NewCounter(prometheus.CounterOpts(f.opts(name, help))))
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts(f.opts(name, help)), labels)
-	f.reg.MustRegister(c)
-	return c
+	return register(f.reg, prometheus.NewCounterVec(prometheus.CounterOpts(f.opts(name, help)), labels))
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts(f.opts(name, help)))
-	f.reg.MustRegister(g)
-	return g
+	return register(f.reg, prometheus.NewGauge(prometheus.GaugeOpts(f.opts(name, help))))
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts(f.opts(name, help)), labels)
-	f.reg.MustRegister(g)
-	return g
+	return register(f.reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(f.opts(name, help)), labels))
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
-	o := f.opts(name, help)
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: o.Subsystem, Name: o.Name,
-		Help: o.Help, Buckets: buckets})
-	f.reg.MustRegister(h)
-	return h
+	return register(f.reg, prometheus.NewHistogram(f.histogramOpts(name, help, buckets)))
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	o := f.opts(name, help)
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: o.Subsystem, Name: o.Name,
-		Help: o.Help, Buckets: buckets}, labels)
-	f.reg.MustRegister(h)
-	return h
+	return register(f.reg, prometheus.NewHistogramVec(f.histogramOpts(name, help, buckets), labels))
 }
