@@ -214,8 +214,9 @@ func (s *Stream) StartLSN() pglogrepl.LSN { return s.started }
 func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner) error {
 	next := time.Now()
 	for {
-		s.active.Store(time.Now().UnixNano())
-		if !time.Now().Before(next) {
+		now := time.Now()
+		s.active.Store(now.UnixNano())
+		if !now.Before(next) {
 			if err := s.sendStatus(pos, false); err != nil {
 				return err
 			}
