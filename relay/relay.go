@@ -332,7 +332,7 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.L
 					zap.String("slot", inUse.Slot), zap.Int("pid", inUse.PID), zap.Duration("retry", standbyRetry))
 			}
 			r.setRole(metrics.RoleStandby)
-			if !outage.Sleep(ctx, standbyRetry) {
+			if !r.waitForSlot(ctx) {
 				return nil
 			}
 			continue
@@ -347,6 +347,18 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.L
 			return nil
 		}
 	}
+}
+
+// waitForSlot waits, looking every standbyRetry, until no process streams
+// from the slot, and reports whether ctx is still alive. It costs one
+// query on the pool a look, not a replication connection.
+func (r *Relay) waitForSlot(ctx context.Context) bool {
+	for outage.Sleep(ctx, standbyRetry) {
+		if pid, err := r.store.SlotHolder(ctx, r.cfg.Slot); err == nil && pid == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // invalidSlot handles a slot the server invalidated: with

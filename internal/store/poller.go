@@ -27,6 +27,8 @@ var (
 	sweepSQL string
 	//go:embed sql/slot_lag.sql
 	slotLagSQL string
+	//go:embed sql/slot_holder.sql
+	slotHolderSQL string
 )
 
 // Claimed is a batch of rows taken for delivery, each with its event.
@@ -158,4 +160,17 @@ func (s *Store) SlotLag(ctx context.Context, slot string) (lag int64, ok bool, e
 		return 0, false, nil
 	}
 	return *l, true, nil
+}
+
+// SlotHolder is the pid of the process streaming from slot, or 0 when no
+// process does (or the slot does not exist).
+func (s *Store) SlotHolder(ctx context.Context, slot string) (int, error) {
+	var pid int
+	switch err := s.db.QueryRow(ctx, slotHolderSQL, slot).Scan(&pid); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading who holds slot %q: %w", slot, err)
+	}
+	return pid, nil
 }
