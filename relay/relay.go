@@ -324,7 +324,12 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.L
 		case err == nil:
 			bo.Reset()
 			continue
-		case IsSetup(err) && !errors.Is(err, cdc.ErrSlotInvalid):
+		case errors.Is(err, cdc.ErrSlotInvalid):
+			if err := r.invalidSlot(ctx, err); err != nil {
+				return err
+			}
+			continue
+		case IsSetup(err):
 			return err
 		case errors.As(err, &inUse):
 			if role := r.role.Load(); role == nil || *role != metrics.RoleStandby { // once per spell as a standby
@@ -334,11 +339,6 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.L
 			r.setRole(metrics.RoleStandby)
 			if !r.waitForSlot(ctx) {
 				return nil
-			}
-			continue
-		case errors.Is(err, cdc.ErrSlotInvalid):
-			if err := r.invalidSlot(ctx, err); err != nil {
-				return err
 			}
 			continue
 		}
