@@ -100,11 +100,17 @@ func (b *testBundle) startRelay(t *testing.T, cfg relay.Config) (stop func() err
 // consistent point are not streamed (the poller's gap sweep covers those).
 func (b *testBundle) waitStreaming(t *testing.T, cfg relay.Config) {
 	t.Helper()
+	b.waitStreamingWithin(t, cfg, 30*time.Second)
+}
+
+// waitStreamingWithin is waitStreaming with a deadline of its own.
+func (b *testBundle) waitStreamingWithin(t *testing.T, cfg relay.Config, within time.Duration) {
+	t.Helper()
 	slot := cfg.Slot
 	if slot == "" {
 		slot = "outbox_relay"
 	}
-	pgtest.Eventually(t, 30*time.Second, "slot "+slot+" active", func() (bool, string) {
+	pgtest.Eventually(t, within, "slot "+slot+" active", func() (bool, string) {
 		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_replication_slots s
 			JOIN pg_stat_replication r ON r.pid = s.active_pid
 			WHERE s.slot_name = $1 AND r.state = 'streaming'`, slot)

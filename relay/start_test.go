@@ -3,7 +3,6 @@ package relay_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -203,11 +202,7 @@ func TestStart_AStandbyWaitsQuietlyAndTakesOverWhenTheSlotIsFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	pgtest.Eventually(t, 10*time.Second, "standby streaming", func() (bool, string) {
-		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
-			WHERE s.slot_name = $1 AND r.state = 'streaming'`, b.slot)
-		return n == 1, fmt.Sprintf("%d streaming", n)
-	})
+	b.waitStreamingWithin(t, cfg, 10*time.Second)
 	t.Logf("the standby streams %s after the active relay stopped", time.Since(stopped).Round(time.Millisecond))
 	b.insertTagged(t, "standby", 20)
 	b.expectEveryEventOnceOnKafka(t, 30*time.Second)

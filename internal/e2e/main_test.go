@@ -217,8 +217,7 @@ func (e *env) slotPID(t *testing.T) int {
 // relay starts outbox-relay run and waits until its walsender streams.
 func (e *env) relay(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	var oldPID int
-	_ = e.pool.QueryRow(context.Background(), `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&oldPID)
+	oldPID := e.slotPID(t)
 	p := e.startRelay(t, extra...)
 	pgtest.Eventually(t, 30*time.Second, "relay streaming", func() (bool, string) {
 		select {
