@@ -13,8 +13,8 @@ import (
 const observeEvery = 10 * time.Second
 
 // observe refreshes the gauges that are read rather than counted: the
-// slot's lag and confirmed position, what is in flight, and the PENDING
-// and FAILED counts.
+// slot's confirmed position, what is in flight, and the PENDING and FAILED
+// counts. (The poller sets the slot's lag, which it reads every round.)
 func (r *Relay) observe(ctx context.Context) {
 	for {
 		if s := r.current.Load(); s != nil {
@@ -25,11 +25,6 @@ func (r *Relay) observe(ctx context.Context) {
 		} else {
 			r.metrics.InFlight.Set(0)
 			r.metrics.InFlightBytes.Set(0)
-		}
-		if r.cfg.Mode == ModeStream {
-			if lag, ok, err := r.store.SlotLag(ctx, r.cfg.Slot); err == nil && ok {
-				r.metrics.SlotLag.Set(float64(lag))
-			}
 		}
 		if c, err := r.store.Counts(ctx); err == nil {
 			r.metrics.Pending.Set(float64(c.Pending))

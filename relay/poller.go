@@ -231,6 +231,9 @@ func (p *poller) waitForStream(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if ok {
+		p.metrics.SlotLag.Set(float64(lag))
+	}
 	if ok && lag > p.cfg.GapMaxSlotLag {
 		if !p.paused {
 			p.log.Info("gap sweep paused while the stream catches up", zap.Int64("slot_lag_bytes", lag))
