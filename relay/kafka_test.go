@@ -21,7 +21,7 @@ import (
 
 // runUntilError runs a relay that is expected to stop by itself with an
 // error, and returns the error and how long it took.
-func runUntilError(t *testing.T, cfg relay.Config, within time.Duration) (error, time.Duration) {
+func runUntilError(t *testing.T, cfg relay.Config, within time.Duration) (time.Duration, error) {
 	if testing.Verbose() {
 		cfg.Logger = zaptest.NewLogger(t)
 	}
@@ -42,7 +42,7 @@ func runUntilError(t *testing.T, cfg relay.Config, within time.Duration) (error,
 	if err == nil {
 		t.Fatal("the relay stopped without an error")
 	}
-	return err, took
+	return took, err
 }
 
 func TestKafka_KeyedEventsLandOnTheJavaClientsPartition(t *testing.T) {
@@ -104,7 +104,7 @@ func TestKafka_WrongSCRAMPasswordFailsAtStartWithoutBurningAnAttempt(t *testing.
 	cfg.Logger = zap.New(core)
 	cfg.Kafka.SASLMechanism, cfg.Kafka.SASLUser, cfg.Kafka.SASLPassword = "SCRAM-SHA-512", "relay", password
 
-	err, took := runUntilError(t, cfg, 30*time.Second)
+	took, err := runUntilError(t, cfg, 30*time.Second)
 	t.Logf("stopped after %s: %v", took.Round(time.Millisecond), err)
 	for _, want := range []string{`"relay"`, "SCRAM-SHA-512", "--kafka-sasl-password"} {
 		if !strings.Contains(err.Error(), want) {
@@ -134,7 +134,7 @@ func TestKafka_MutualTLSDeliversAndAMissingClientCertificateIsRefused(t *testing
 	cfg := b.config(t)
 	cfg.Kafka.TLSCAFile = m.CAFile
 
-	err, took := runUntilError(t, cfg, 30*time.Second)
+	took, err := runUntilError(t, cfg, 30*time.Second)
 	t.Logf("without a client certificate: stopped after %s: %v", took.Round(time.Millisecond), err)
 	if !strings.Contains(err.Error(), "requires a client certificate") || !strings.Contains(err.Error(), "--kafka-tls-cert-file") {
 		t.Errorf("error %q does not say that a client certificate is needed and how to give one", err)

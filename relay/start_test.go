@@ -156,7 +156,7 @@ func TestStart_AnInvalidatedSlotStopsTheRelayOrIsCreatedAgainAndBackfilled(t *te
 
 	exitCfg := cfg
 	exitCfg.OnInvalidSlot = relay.InvalidSlotExit
-	err, took := runUntilError(t, exitCfg, 30*time.Second)
+	took, err := runUntilError(t, exitCfg, 30*time.Second)
 	if !errors.Is(err, cdc.ErrSlotInvalid) || !relay.IsSetup(err) || !strings.Contains(err.Error(), "--on-invalid-slot=recreate") {
 		t.Fatalf("with --on-invalid-slot=exit: %v (after %s); want the invalidated slot named with what to do", err, took)
 	}
