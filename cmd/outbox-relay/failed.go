@@ -59,14 +59,23 @@ func parseWhen(flag, v string, now time.Time) (*time.Time, error) {
 	return nil, fmt.Errorf("%s: %q is neither an RFC 3339 time nor a duration such as 2h", flag, v)
 }
 
-// connect opens a store on one connection; close it with the returned func.
-func connect(ctx context.Context, dbURL string) (*store.Store, func(), error) {
+// dial connects to --database-url.
+func dial(ctx context.Context, dbURL string) (*pgx.Conn, error) {
 	if dbURL == "" {
-		return nil, nil, fmt.Errorf("--database-url is required (or OUTBOX_DATABASE_URL)")
+		return nil, fmt.Errorf("--database-url is required (or OUTBOX_DATABASE_URL)")
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to postgres: %w", err)
+		return nil, fmt.Errorf("connecting to postgres: %w", err)
+	}
+	return conn, nil
+}
+
+// connect opens a store on one connection; close it with the returned func.
+func connect(ctx context.Context, dbURL string) (*store.Store, func(), error) {
+	conn, err := dial(ctx, dbURL)
+	if err != nil {
+		return nil, nil, err
 	}
 	return store.New(conn), func() { conn.Close(context.WithoutCancel(ctx)) }, nil
 }

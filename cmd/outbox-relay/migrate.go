@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/migrations"
 )
@@ -26,12 +24,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if print {
 		return migrations.Print(stdout)
 	}
-	if dbURL == "" {
-		return fmt.Errorf("--database-url is required (or OUTBOX_DATABASE_URL)")
-	}
-	conn, err := pgx.Connect(ctx, dbURL)
+	conn, err := dial(ctx, dbURL)
 	if err != nil {
-		return fmt.Errorf("connecting to postgres: %w", err)
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if downTo >= 0 {
