@@ -15,15 +15,51 @@ import (
 // backfillPage is how many events one backfill statement takes.
 const backfillPage = 10000
 
-// slotHooks records a new slot's backfill as started before the slot is
-// created and, once it is, starts the backfill from its snapshot; the
-// backfill's result comes on *done.
-func (r *Relay) slotHooks(ctx context.Context, cfg *cdc.Config, done *<-chan error) {
+// slotBackfill is the backfill of the slot a session creates, if it does:
+// it runs beside the session and ends with it.
+type slotBackfill struct {
+	stop func()
+	done <-chan error // nil until a backfill starts, and once its result is taken
+}
+
+// hookBackfill has cdc record the backfill as started before it creates
+// the slot and, once it has, start the backfill from the slot's snapshot.
+func (r *Relay) hookBackfill(ctx context.Context, cfg *cdc.Config) *slotBackfill {
+	ctx, stop := context.WithCancel(ctx)
+	b := &slotBackfill{stop: stop}
 	cfg.BeforeCreate = func(ctx context.Context) error { return r.store.BackfillStarted(ctx, r.cfg.Slot) }
 	cfg.OnCreate = func(_ context.Context, snapshot string) error {
 		var err error
-		*done, err = r.startBackfill(ctx, snapshot)
+		b.done, err = r.startBackfill(ctx, snapshot)
 		return err
+	}
+	return b
+}
+
+// watch is a session stage when a backfill runs: a backfill that fails
+// ends the session (the next one starts over); a stop leaves it for the
+// next start.
+func (b *slotBackfill) watch(ctx, hard context.Context) func() error {
+	return func() error {
+		select {
+		case err := <-b.done:
+			b.done = nil
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case <-hard.Done():
+			return nil
+		}
+	}
+}
+
+// end stops the backfill and waits for it, unless watch took its result.
+// Call it after the session's stages have returned.
+func (b *slotBackfill) end() {
+	b.stop()
+	if b.done != nil {
+		<-b.done
 	}
 }
 

@@ -120,16 +120,8 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
 		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover,
 	}
-	// A new slot's backfill runs beside this session and ends with it.
-	backfillCtx, stopBackfill := context.WithCancel(ctx)
-	var backfilled <-chan error
-	defer func() {
-		stopBackfill()
-		if backfilled != nil {
-			<-backfilled
-		}
-	}()
-	r.slotHooks(backfillCtx, &cfg, &backfilled)
+	backfill := r.hookBackfill(ctx, &cfg)
+	defer backfill.end()
 	stream, err := cdc.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -160,19 +152,8 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	g.Go(s.produce)
 	g.Go(s.write)
 	g.Go(s.barrier)
-	if backfilled != nil { // a backfill that fails ends the session: the next one starts over
-		g.Go(func() error {
-			select {
-			case err := <-backfilled:
-				backfilled = nil
-				if ctx.Err() != nil {
-					return nil // stopping: the next start does the backfill again
-				}
-				return err
-			case <-hard.Done():
-				return nil
-			}
-		})
+	if backfill.done != nil {
+		g.Go(backfill.watch(ctx, hard))
 	}
 
 	err = errors.Join(s.read(ctx, stream), g.Wait())
