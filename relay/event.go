@@ -74,6 +74,11 @@ type event struct {
 	size        int
 	maxAttempts int32     // the event's own override, 0 for the policy's
 	commitTime  time.Time // streamed events: their transaction's commit
+	// Streamed events: the commit LSN of their transaction and their
+	// position in it, the commit order the poller keeps per key.
+	commitLSN uint64
+	txPos     int32
+	queued    bool // the stream queues it (a PENDING row) instead of publishing
 }
 
 // fill turns the inserted row into e's message, or sets e.invalid.

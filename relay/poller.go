@@ -112,6 +112,11 @@ type pollerDeps struct {
 	log     *zap.Logger
 	now     func() time.Time // nil: time.Now
 	turned  func()           // called after each round; nil: nothing
+	// hold: FAILED rows hold their key (--failed-key-policy=hold).
+	hold bool
+	// wake ends the pause between rounds early: the stream waits for the
+	// queue to drain. nil: never.
+	wake <-chan struct{}
 }
 
 // newPoller makes a poller of slot ("" in poll mode).
@@ -151,10 +156,23 @@ func (p *poller) run(ctx context.Context) {
 		if busy && err == nil {
 			continue // a full batch: there is more to do now
 		}
-		if !outage.Sleep(ctx, p.cfg.Interval) {
+		if !p.pause(ctx) {
 			return
 		}
 	}
+}
+
+// pause waits the poll interval, or less when woken, and reports whether
+// ctx is still alive.
+func (p *poller) pause(ctx context.Context) bool {
+	t := time.NewTimer(p.cfg.Interval)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.wake:
+	case <-ctx.Done():
+	}
+	return ctx.Err() == nil
 }
 
 // runOnce does one round: take back stuck rows, sweep for gaps, claim and
@@ -271,9 +289,10 @@ func (p *poller) sweepRange(ctx context.Context, cursor *time.Time, upper time.T
 	return found, inserted, nil
 }
 
-// deliver claims due rows, publishes them and records the outcomes.
+// deliver claims due rows, publishes them in commit order and records the
+// outcomes.
 func (p *poller) deliver(ctx context.Context) (int, error) {
-	claimed, err := p.store.Claim(ctx, p.cfg.InstanceID, p.cfg.BatchSize)
+	claimed, err := p.store.Claim(ctx, p.cfg.InstanceID, p.cfg.BatchSize, p.hold)
 	if err != nil || len(claimed.Rows) == 0 {
 		return 0, err
 	}

@@ -53,6 +53,20 @@ const (
 	InvalidSlotExit = "exit"
 )
 
+// What an event that fails or waits for a retry does to its key
+// (--failed-key-policy).
+const (
+	// FailedKeyContinue lets the key's later events go out (the default).
+	FailedKeyContinue = "continue"
+	// FailedKeyHold queues the key's later events until it is SENT (or
+	// SKIPPED).
+	FailedKeyHold = "hold"
+)
+
+// SpillAfterDefault is how long Kafka may be unavailable before the stream
+// spills.
+const SpillAfterDefault = 60 * time.Second
+
 // standbyRetry is how often a standby relay tries to take over the slot.
 const standbyRetry = time.Second
 
@@ -107,6 +121,13 @@ type Config struct {
 	// delivery rows, by one relay at a time. 0 means RetentionDefault;
 	// negative keeps everything.
 	Retention time.Duration
+	// SpillAfter: once Kafka has been unavailable this long, the stream
+	// keeps reading the slot and queues every event as a PENDING row
+	// instead of holding it in memory, so the slot moves on and PostgreSQL
+	// recycles its WAL. 0 means SpillAfterDefault; negative never spills.
+	SpillAfter time.Duration
+	// FailedKeyPolicy is FailedKeyContinue (the default) or FailedKeyHold.
+	FailedKeyPolicy string
 	// Metrics receives the relay's metrics; a private set when nil.
 	Metrics *metrics.Metrics
 	// Poll configures the poller.
@@ -138,6 +159,8 @@ func (c Config) withDefaults() Config {
 	c.Mode = cmp.Or(c.Mode, ModeStream)
 	c.OnInvalidSlot = cmp.Or(c.OnInvalidSlot, InvalidSlotRecreate)
 	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	c.SpillAfter = cmp.Or(c.SpillAfter, SpillAfterDefault)
+	c.FailedKeyPolicy = cmp.Or(c.FailedKeyPolicy, FailedKeyContinue)
 	if c.Metrics == nil {
 		c.Metrics = metrics.New("")
 	}
@@ -176,6 +199,12 @@ func (c Config) Validate() error {
 	if c.OnInvalidSlot != InvalidSlotRecreate && c.OnInvalidSlot != InvalidSlotExit {
 		return fmt.Errorf("--on-invalid-slot: %q is not recreate or exit", c.OnInvalidSlot)
 	}
+	if c.FailedKeyPolicy != FailedKeyContinue && c.FailedKeyPolicy != FailedKeyHold {
+		return fmt.Errorf("--failed-key-policy: %q is not continue or hold", c.FailedKeyPolicy)
+	}
+	if c.SpillAfter > 0 && c.SpillAfter < time.Second {
+		return fmt.Errorf("--spill-after (%s) must be 0 (never) or at least 1s", c.SpillAfter)
+	}
 	if err := c.Poll.validate(); err != nil {
 		return err
 	}
@@ -205,8 +234,9 @@ type Relay struct {
 	current    atomic.Pointer[session] // the streaming session, if any
 	pollerTurn atomic.Int64            // unix nanoseconds of the poller's last round
 	pollerLog  *zap.Logger
-	pollerDown *outage.Log // PostgreSQL as the poller sees it
-	streamDown *outage.Log // PostgreSQL as the replication stream sees it
+	pollerDown *outage.Log   // PostgreSQL as the poller sees it
+	wake       chan struct{} // wakes the poller (wakePoller)
+	streamDown *outage.Log   // PostgreSQL as the replication stream sees it
 }
 
 // New checks cfg and opens the store's connection pools; it does not
@@ -224,8 +254,8 @@ func New(cfg Config) (*Relay, error) {
 		st = st.WithClock(cfg.Now)
 	}
 	r := &Relay{cfg: cfg, log: cfg.Logger, store: st, metrics: cfg.Metrics,
-		settle:     &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand},
-		pollerLog:  cfg.Logger.With(zap.String("component", "poller")),
+		settle:    &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand},
+		pollerLog: cfg.Logger.With(zap.String("component", "poller")), wake: make(chan struct{}, 1),
 		streamDown: outage.New(cfg.Logger, "postgres replication stream")}
 	r.pollerDown = outage.New(r.pollerLog, "postgres (poller)")
 	r.setRole(metrics.RoleStarting)
@@ -267,7 +297,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	p := newPoller(r.cfg.Poll, slot, pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics,
 		pgDown: r.pollerDown, log: r.pollerLog, now: r.cfg.Now,
-		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }})
+		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }, hold: r.hold(), wake: r.wake})
 	var wg sync.WaitGroup
 	defer func() { stopPolling(); wg.Wait() }()
 	wg.Go(func() { p.run(pollCtx) })

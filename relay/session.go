@@ -48,7 +48,7 @@ func (b *batch) messages(msgs []*kafka.Message, log *zap.Logger) []*kafka.Messag
 	for i := range b.events {
 		e := &b.events[i]
 		switch {
-		case e.skip:
+		case e.skip, e.queued:
 			b.complete()
 		case e.invalid != "":
 			log.Warn("invalid event", zap.String("event_id", string(kafka.FormatUUID(e.id))), zap.String("error", e.invalid))
@@ -86,6 +86,15 @@ type session struct {
 
 	seq        uint64
 	commitTime time.Time
+	commitLSN  uint64 // of the transaction being read
+	txPos      int32  // the next event's position in it
+	// queue routes events to Kafka or to the table (spill.go); routed is
+	// the produce stage's count of events up to the last batch it routed,
+	// written the write stage's up to the last one with its rows in the table.
+	queue         *queue
+	routed        uint64
+	written       atomic.Uint64
+	drainingSince time.Time // produce stage: see noteDraining
 	// replayUntil and replaying: events of transactions committed at or
 	// before replayUntil may have a status row from an earlier session, and
 	// are looked up before they are published; later ones cannot.
@@ -142,13 +151,21 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		r: r, pub: pub, stream: stream, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
 		replayUntil: stream.ReplayUntil(), ceiling: ceiling,
 		drain: drain, hard: hard, pgDown: outage.New(r.log, "postgres"),
-		layouts:   map[*cdc.Relation]*layout{},
+		layouts: map[*cdc.Relation]*layout{}, queue: newQueue(),
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
 		toBarrier: make(chan written, r.cfg.MaxInFlight),
 	}
+	if err := s.startQueue(ctx); err != nil {
+		return err
+	}
 	r.current.Store(s)
 	defer r.current.Store(nil)
+	watchCtx, stopWatching := context.WithCancel(hard)
+	defer stopWatching()
+	if r.spills() {
+		g.Go(s.watchSpill(watchCtx))
+	}
 	g.Go(s.produce)
 	g.Go(s.write)
 	g.Go(s.barrier)
@@ -156,7 +173,9 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		g.Go(backfill.watch(ctx, hard))
 	}
 
-	err = errors.Join(s.read(ctx, stream), g.Wait())
+	err = s.read(ctx, stream)
+	stopWatching()
+	err = errors.Join(err, g.Wait())
 	if drain.Err() != nil {
 		r.log.Warn("shutdown timeout: gave up on events still in flight; they will be replayed",
 			zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
@@ -223,6 +242,7 @@ func (s *session) consume(changes <-chan cdc.Change) error {
 		switch ch.Kind {
 		case cdc.KindBegin:
 			s.commitTime = ch.Time
+			s.commitLSN, s.txPos = uint64(ch.LSN), 0
 			s.replaying = ch.LSN <= s.replayUntil
 		case cdc.KindInsert:
 			if err := s.add(ch); err != nil {
@@ -251,7 +271,8 @@ func (s *session) add(ch cdc.Change) error {
 	b.events = append(b.events, event{})
 	b.replayed = b.replayed || s.replaying
 	e := &b.events[len(b.events)-1]
-	e.commitTime = s.commitTime
+	e.commitTime, e.commitLSN, e.txPos = s.commitTime, s.commitLSN, s.txPos
+	s.txPos++
 	l.fill(e, ch.Values, s.commitTime)
 	b.bytes += max(e.size, 64)
 	if len(b.events) >= s.r.cfg.BatchSize || b.bytes >= s.r.cfg.MaxInFlightBytes/4 {
@@ -278,12 +299,26 @@ func (s *session) ship() error {
 	return nil
 }
 
-// produce skips events that already have a status row, records invalid ones
-// and hands the rest to Kafka, in order.
+// produce skips events that already have a status row, records invalid
+// ones, queues those that must wait (queue.route) and hands the rest to
+// Kafka, in order. Between batches, every queueRefresh, it refreshes the
+// queue (refreshQueue).
 func (s *session) produce() error {
 	ids := make([][16]byte, 0, s.r.cfg.BatchSize)
 	var msgs []*kafka.Message
-	for b := range s.toProduce {
+	refresh := time.NewTicker(queueRefresh)
+	defer refresh.Stop()
+	for {
+		var b *batch
+		select {
+		case <-refresh.C:
+			s.refreshQueue()
+			continue
+		case b = <-s.toProduce:
+		}
+		if b == nil {
+			return nil
+		}
 		if b.replayed {
 			err := outage.Retry(s.hard, s.pgDown, func(ctx context.Context) error {
 				return s.ceiling.markExisting(ctx, s.r.store, b, ids)
@@ -292,13 +327,14 @@ func (s *session) produce() error {
 				return s.gaveUp(err)
 			}
 		}
+		s.queue.route(b)
+		s.routed = b.lastSeq
 		msgs = b.messages(msgs[:0], s.r.log)
 		if err := s.pub.Publish(s.hard, msgs, b); err != nil {
 			return s.gaveUp(err)
 		}
 		b.complete()
 	}
-	return nil
 }
 
 // missingEventPatience is how long status rows wait for their events to
@@ -340,6 +376,7 @@ func (s *session) writeOutcomes(rows *store.Outcomes, policy []byte) error {
 func (s *session) write() error {
 	defer close(s.toBarrier)
 	policy := s.r.cfg.Retry.JSON()
+	hold := s.r.hold()
 	rows := &store.Outcomes{}
 	tally := s.r.metrics.NewTally()
 	g := &grouper{in: s.toWrite, hard: s.hard, max: s.r.cfg.BatchSize, linger: s.r.cfg.StatusLinger}
@@ -351,11 +388,15 @@ func (s *session) write() error {
 		rows.Reset()
 		var firstAck time.Time
 		for _, b := range group {
+			first := b.lastSeq - uint64(len(b.events)) + 1
 			for i := range b.events {
 				if e := &b.events[i]; !e.skip {
 					o := s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0)
 					rows.Add(o)
 					count(tally, e, o)
+					if hold && !e.queued && o.Status != store.StatusSent {
+						s.queue.hold(e, first+uint64(i)) // waits for a retry or failed
+					}
 					if at := e.Outcome.At; !at.IsZero() {
 						s.r.metrics.CommitToAck.Observe(at.Sub(e.commitTime).Seconds())
 						if firstAck.IsZero() || at.Before(firstAck) {
@@ -368,6 +409,7 @@ func (s *session) write() error {
 		if err := s.writeOutcomes(rows, policy); err != nil {
 			return s.gaveUp(err)
 		}
+		s.written.Store(group[len(group)-1].lastSeq)
 		tally.Flush()
 		// The rows are written: the events may leave memory. They count as
 		// durable after the next barrier.

@@ -49,8 +49,12 @@ func withMaxAttempts(p retry.Policy, maxAttempts int32) retry.Policy {
 // ones, under policy p; prev is the wait before this attempt. An invalid
 // event was never sent, so it counts no attempt.
 func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Duration) store.Outcome {
-	o := store.Outcome{EventID: e.id, Attempts: prior + 1, MaxAttempts: int32(p.MaxAttempts)}
+	o := store.Outcome{EventID: e.id, Attempts: prior + 1, MaxAttempts: int32(p.MaxAttempts),
+		CommitLSN: e.commitLSN, TxPosition: e.txPos}
 	switch res := &e.Outcome; {
+	case e.queued || res.Result == kafka.Deferred:
+		// Never sent: no attempt. Due now, for the poller.
+		o.Status, o.Attempts = store.StatusPending, prior
 	case e.invalid != "":
 		o.Status, o.Reason, o.LastError, o.Attempts = store.StatusFailed, store.ReasonInvalidEvent, e.invalid, prior
 	case res.Result == kafka.Sent:
@@ -71,6 +75,10 @@ func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Durat
 // count adds e's attempt, which left o, to a metrics tally.
 func count(t *metrics.Tally, e *event, o store.Outcome) {
 	topic := e.Record.Topic
+	if e.queued || e.Outcome.Result == kafka.Deferred {
+		t.Add(topic, metrics.Queued, "")
+		return
+	}
 	if e.Outcome.Result != 0 {
 		t.Add(topic, metrics.Published, "")
 	}

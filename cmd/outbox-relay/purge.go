@@ -19,7 +19,7 @@ func purgeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	var batch int
 	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
 	fs.Duration(&olderThan, "older-than", 0, "delete events created longer ago than this, such as 24h (required)")
-	fs.String(&status, "status", "SENT", "SENT or FAILED: the delivery status of the events to delete (PENDING ones never are)")
+	fs.String(&status, "status", "SENT", "SENT, FAILED or SKIPPED: the delivery status of the events to delete (PENDING ones never are)")
 	fs.String(&topic, "topic", "", "only this topic")
 	fs.Int(&batch, "batch", 1000, "events per statement (each statement is its own short transaction)")
 	if err := fs.Parse(args); err != nil {
@@ -29,8 +29,8 @@ func purgeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	switch {
 	case olderThan <= 0:
 		return errors.New("--older-than is required and must be positive, such as 24h")
-	case status != "SENT" && status != "FAILED":
-		return fmt.Errorf("--status: %q is not SENT or FAILED (PENDING events are never purged)", status)
+	case status != "SENT" && status != "FAILED" && status != "SKIPPED":
+		return fmt.Errorf("--status: %q is not SENT, FAILED or SKIPPED (PENDING events are never purged)", status)
 	case batch < 1:
 		return errors.New("--batch must be at least 1")
 	}

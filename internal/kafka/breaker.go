@@ -73,13 +73,13 @@ func (p *Publisher) wakeOnDone(ctx context.Context) func() bool {
 	})
 }
 
-// waitClosed waits, with p.mu held, until clear or ctx ends.
+// waitClosed waits, with p.mu held, until clear, deferring or ctx ends.
 func (p *Publisher) waitClosed(ctx context.Context) error {
-	if p.clear() {
+	if p.clear() || p.deferring {
 		return nil
 	}
 	defer p.wakeOnDone(ctx)()
-	for !p.clear() && ctx.Err() == nil {
+	for !p.clear() && !p.deferring && ctx.Err() == nil {
 		p.cond.Wait()
 	}
 	return ctx.Err()
@@ -98,8 +98,13 @@ func (p *Publisher) waitIdle(ctx context.Context) error {
 func (p *Publisher) returned(m *Message, unavailable error) {
 	p.mu.Lock()
 	p.inFlight--
+	var deferred bool
 	if unavailable != nil {
-		p.resend = append(p.resend, m)
+		if p.deferring {
+			m.Outcome, deferred = Outcome{Result: Deferred}, true
+		} else {
+			p.resend = append(p.resend, m)
+		}
 		switch p.state {
 		case BreakerClosed:
 			p.openedAt = time.Now()
@@ -114,9 +119,42 @@ func (p *Publisher) returned(m *Message, unavailable error) {
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
-	if unavailable == nil {
+	if unavailable == nil || deferred {
 		m.to.Done(m)
 	}
+}
+
+// Defer switches what an outage does to messages. On: every message
+// waiting to be resent, every message sarama gives back as unavailable and
+// every message Publish is given while the breaker is not closed gets the
+// outcome Deferred at once instead of waiting for the cluster; the relay
+// queues them (spill). The breaker still recovers by itself: with nothing to
+// resend, a new producer that connects closes it. Off: outages are waited
+// out again.
+func (p *Publisher) Defer(on bool) {
+	p.mu.Lock()
+	p.deferring = on
+	var given []*Message
+	if on {
+		given, p.resend = p.resend, nil
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	for _, m := range given {
+		m.Outcome = Outcome{Result: Deferred}
+		m.to.Done(m)
+	}
+}
+
+// UnavailableFor is how long the breaker has been open (or half-open), and 0
+// while it is closed.
+func (p *Publisher) UnavailableFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state == BreakerClosed {
+		return 0
+	}
+	return time.Since(p.openedAt)
 }
 
 // resendAlone books a message to be sent again by itself.

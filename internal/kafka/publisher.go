@@ -26,10 +26,14 @@ const (
 	Rejected
 	// Failed: anything else; worth another attempt later.
 	Failed
+	// Deferred: never sent, and no attempt: Kafka was unavailable and the
+	// publisher was told to Defer, so the relay queues the message instead.
+	Deferred
 )
 
 // Outcome is the final word on one message. Cluster outages are never an
-// outcome: the publisher waits them out and resends.
+// outcome: the publisher waits them out and resends, unless it was told to
+// Defer.
 type Outcome struct {
 	Result    Result
 	Reason    string    // Rejected: INVALID_TOPIC, UNAUTHORIZED_ON_TOPIC, MESSAGE_TOO_LARGE
@@ -67,6 +71,7 @@ type Publisher struct {
 	inFlight   int        // handed to sarama, not yet returned
 	resend     []*Message // came back "unavailable", waiting to be resent
 	openedAt   time.Time
+	deferring  bool // outage messages get Deferred instead of waiting (Defer)
 	nextSeq    uint64
 	onState    func(BreakerState) // OnTransition's listener
 }
@@ -169,6 +174,12 @@ func (p *Publisher) Publish(ctx context.Context, msgs []*Message, to Receiver) e
 		if err := p.waitClosed(ctx); err != nil {
 			p.mu.Unlock()
 			return err
+		}
+		if p.deferring && !p.clear() {
+			p.mu.Unlock()
+			m.Outcome = Outcome{Result: Deferred}
+			to.Done(m)
+			continue
 		}
 		p.inFlight++
 		p.nextSeq++

@@ -47,6 +47,9 @@ type Metrics struct {
 	GapSwept         prometheus.Counter
 	Backfilled       prometheus.Counter
 	RetentionDeleted prometheus.Counter
+	Queued           prometheus.Counter
+	Spilling         prometheus.Gauge
+	QueuedKeys       prometheus.Gauge
 
 	Pending          prometheus.Gauge
 	OldestPendingAge prometheus.Gauge
@@ -89,6 +92,10 @@ func New(version string) *Metrics {
 	m.GapSwept = f.counter("gap_swept_total", "Events without a status row that the gap sweep gave a PENDING row.")
 	m.Backfilled = f.counter("backfilled_total", "Events committed before a new slot that were given a PENDING row.")
 	m.RetentionDeleted = f.counter("retention_deleted_total", "SENT events deleted by --retention.")
+	m.Queued = f.counter("events_queued_total", "Events the stream queued as PENDING rows for the poller instead of publishing: "+
+		"during a spill, or behind an earlier event of their key.")
+	m.Spilling = f.gauge("spilling", "1 while the stream queues every event (a spill: Kafka down for --spill-after, or too many queued keys).")
+	m.QueuedKeys = f.gauge("queued_keys", "Keys whose new events the stream queues behind earlier ones.")
 	m.Pending = f.gauge("pending_events", "PENDING rows (read at most every 10s).")
 	m.OldestPendingAge = f.gauge("oldest_pending_age_seconds", "How long the most overdue PENDING row has been due (read at most every 10s).")
 	m.Failed = f.gauge("failed_events", "FAILED rows (read at most every 10s).")

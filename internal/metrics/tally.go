@@ -6,6 +6,9 @@ const (
 	Sent      = "sent"
 	Retried   = "retried"
 	Failed    = "failed"
+	// Queued: not published; given a PENDING row for the poller (a spill,
+	// or behind an earlier event of its key). Counted without a topic.
+	Queued = "queued"
 )
 
 // Tally counts the outcomes of a group of events and adds them to the
@@ -35,6 +38,8 @@ func (t *Tally) Flush() {
 			c.sent.Add(n)
 		case Retried:
 			c.retried.Add(n)
+		case Queued:
+			t.m.Queued.Add(n)
 		case Failed:
 			t.m.mu.Lock()
 			f := c.failed[k.reason]

@@ -21,10 +21,15 @@ type Outcome struct {
 	Delay time.Duration
 	// MaxAttempts is the event's effective limit.
 	MaxAttempts int32
+	// CommitLSN and TxPosition place a streamed event in the commit order:
+	// its transaction's commit LSN and its position in the transaction.
+	// Rows that are not SENT keep them (and their topic and key).
+	CommitLSN  uint64
+	TxPosition int32
 }
 
 // Outcomes is a batch of outcomes in column form, as both outcome
-// statements take it ($1..$9). "No partition" is -1.
+// statements take it ($1..$11). "No partition" is -1.
 type Outcomes struct {
 	ids        [][16]byte
 	statuses   []string
@@ -35,6 +40,8 @@ type Outcomes struct {
 	offsets    []int64
 	delaysMS   []int64
 	maxAttempt []int32
+	lsns       []int64
+	positions  []int32
 }
 
 // Reset empties o, keeping its memory.
@@ -43,6 +50,7 @@ func (o *Outcomes) Reset() {
 	o.lastErrors, o.reasons = o.lastErrors[:0], o.reasons[:0]
 	o.partitions, o.offsets = o.partitions[:0], o.offsets[:0]
 	o.delaysMS, o.maxAttempt = o.delaysMS[:0], o.maxAttempt[:0]
+	o.lsns, o.positions = o.lsns[:0], o.positions[:0]
 }
 
 // Len is the number of outcomes in o.
@@ -63,12 +71,14 @@ func (o *Outcomes) Add(r Outcome) {
 	o.offsets = append(o.offsets, off)
 	o.delaysMS = append(o.delaysMS, r.Delay.Milliseconds())
 	o.maxAttempt = append(o.maxAttempt, r.MaxAttempts)
+	o.lsns = append(o.lsns, int64(r.CommitLSN)) //nolint:gosec // an LSN fits: PostgreSQL's WAL is far from 2^63 bytes
+	o.positions = append(o.positions, r.TxPosition)
 }
 
-// args returns o as the statements' $1..$9 followed by more.
+// args returns o as the statements' $1..$11 followed by more.
 func (o *Outcomes) args(more ...any) []any {
 	return append([]any{o.ids, o.statuses, o.attempts, o.lastErrors, o.reasons, o.partitions, o.offsets,
-		o.delaysMS, o.maxAttempt}, more...)
+		o.delaysMS, o.maxAttempt, o.lsns, o.positions}, more...)
 }
 
 var (

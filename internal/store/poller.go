@@ -50,12 +50,15 @@ type ClaimedRow struct {
 }
 
 // claimColumns is how many relay_* columns precede the event's in claim.sql.
-const claimColumns = 4
+const claimColumns = 6
 
 // Claim takes up to limit due PENDING rows for instance (PROCESSING,
-// locked_by), skipping rows another instance holds.
-func (s *Store) Claim(ctx context.Context, instance string, limit int) (*Claimed, error) {
-	rows, err := s.db.Query(ctx, claimSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, instance, limit, s.now())
+// locked_by), skipping rows another instance holds, and returns them in
+// commit order. A row with a key is taken only when every earlier row of its
+// topic and key that is PENDING or PROCESSING (and, with hold, FAILED) is
+// taken with it: see claim.sql.
+func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool) (*Claimed, error) {
+	rows, err := s.db.Query(ctx, claimSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, instance, limit, s.now(), hold)
 	if err != nil {
 		return nil, fmt.Errorf("claiming due rows: %w", err)
 	}

@@ -37,7 +37,7 @@ func TryRetentionLock(ctx context.Context, db DB) (bool, error) {
 }
 
 // Purge deletes up to batch events older than olderThan with their
-// delivery rows, through outbox.purge: status is SENT or FAILED, topic ""
+// delivery rows, through outbox.purge: status is SENT, FAILED or SKIPPED, topic ""
 // for any. It returns how many it deleted.
 func (s *Store) Purge(ctx context.Context, olderThan time.Duration, status string, batch int, topic string) (int64, error) {
 	var n int64

@@ -24,6 +24,7 @@ const (
 	StatusProcessing Status = "PROCESSING"
 	StatusSent       Status = "SENT"
 	StatusFailed     Status = "FAILED"
+	StatusSkipped    Status = "SKIPPED"
 )
 
 // Failure reasons the relay decides itself (Kafka's are in internal/kafka).

@@ -86,7 +86,7 @@ func TestStore_AFailedAttemptIsClaimedAgainOnlyAfterItsBackoff(t *testing.T) {
 		after time.Duration
 		want  int
 	}{{29 * time.Second, 0}, {31 * time.Second, 1}} {
-		c, err := st.WithClock(at(now.Add(tc.after))).Claim(ctx, "me", 10)
+		c, err := st.WithClock(at(now.Add(tc.after))).Claim(ctx, "me", 10, false)
 		if err != nil || len(c.Rows) != tc.want {
 			t.Fatalf("%s after the failure: claimed %d rows (%v), want %d", tc.after, len(c.Rows), err, tc.want)
 		}

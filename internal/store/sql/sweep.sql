@@ -1,16 +1,20 @@
 -- Gives a PENDING row, due now, to committed events that have none, walking
 -- events by created_at from a cursor ($1) up to a horizon ($2,
 -- sweep_horizon.sql). $3: limit; $4: max attempts and $5: retry policy for
--- the new rows; $6: now.
+-- the new rows; $6: now. The commit order of such events is not known: they
+-- come before anything queued for their key (commit_lsn 0/0).
 WITH found AS (
-    SELECT e.id, e.created_at, e.max_attempts FROM outbox.events e
+    SELECT e.id, e.created_at, e.max_attempts, e.topic, e.key FROM outbox.events e
     WHERE e.created_at >= $1 AND e.created_at < $2
       AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.event_id = e.id)
     ORDER BY e.created_at
     LIMIT $3
 ), ins AS (
-    INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, max_attempts, retry_policy)
-    SELECT id, 'PENDING', 0, coalesce($6::timestamptz, now()), coalesce(max_attempts, $4), $5::jsonb FROM found
+    INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, max_attempts, retry_policy,
+                                   topic, key, commit_lsn, tx_position)
+    SELECT id, 'PENDING', 0, coalesce($6::timestamptz, now()), coalesce(max_attempts, $4), $5::jsonb,
+           topic, key, '0/0', 0
+    FROM found
     ON CONFLICT (event_id) DO NOTHING
     RETURNING 1
 )

@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	_ "embed" // the statements
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/queued_keys.sql
+	queuedKeysSQL string
+	//go:embed sql/held_keys.sql
+	heldKeysSQL string
+	//go:embed sql/skip.sql
+	skipSQL string
+)
+
+// QueuedKey is a topic and key whose new events queue behind earlier ones.
+type QueuedKey struct {
+	Topic, Key string
+	// Draining: the key's first unfinished event is queued and is delivered
+	// next; otherwise it is FAILED or waiting for a retry.
+	Draining bool
+}
+
+// QueuedKeys lists up to limit keys whose new events must queue: with hold,
+// keys with any PENDING, PROCESSING or FAILED row; without, keys with a row
+// queued and not yet attempted.
+func (s *Store) QueuedKeys(ctx context.Context, hold bool, limit int) ([]QueuedKey, error) {
+	return collect(ctx, s.db, "listing queued keys", func(r pgx.CollectableRow) (QueuedKey, error) {
+		var k QueuedKey
+		err := r.Scan(&k.Topic, &k.Key, &k.Draining)
+		return k, err
+	}, queuedKeysSQL, hold, limit)
+}
+
+// HeldKey is a row of outbox.held_keys.
+type HeldKey struct {
+	Topic           string    `json:"topic"`
+	Key             string    `json:"key"`
+	BlockingEventID string    `json:"blocking_event_id"`
+	Status          string    `json:"status"`
+	Reason          string    `json:"failure_reason,omitempty"`
+	LastError       string    `json:"last_error,omitempty"`
+	Attempts        int       `json:"attempts"`
+	Since           time.Time `json:"since"`
+	Queued          int64     `json:"queued"`
+}
+
+// HeldKeys reads outbox.held_keys, longest held first, up to limit rows.
+func (s *Store) HeldKeys(ctx context.Context, topic string, limit int) ([]HeldKey, error) {
+	return collect(ctx, s.db, "reading outbox.held_keys", func(r pgx.CollectableRow) (HeldKey, error) {
+		var h HeldKey
+		var reason, lastErr *string
+		err := r.Scan(&h.Topic, &h.Key, &h.BlockingEventID, &h.Status, &reason, &lastErr, &h.Attempts, &h.Since, &h.Queued)
+		if reason != nil {
+			h.Reason = *reason
+		}
+		if lastErr != nil {
+			h.LastError = *lastErr
+		}
+		return h, err
+	}, heldKeysSQL, nullable(topic), limit)
+}
+
+// Skip runs outbox.skip: a FAILED event becomes SKIPPED and releases its
+// key. When it was not FAILED, status says what it is ("" when the event
+// has no status row or does not exist).
+func (s *Store) Skip(ctx context.Context, id string) (skipped bool, status string, err error) {
+	var st *string
+	if err := s.db.QueryRow(ctx, skipSQL, id).Scan(&skipped, &st); err != nil {
+		return false, "", fmt.Errorf("skipping event %s: %w", id, err)
+	}
+	switch {
+	case skipped:
+		status = string(StatusSkipped)
+	case st != nil:
+		status = *st
+	}
+	return skipped, status, nil
+}

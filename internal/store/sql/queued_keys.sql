@@ -1,0 +1,33 @@
+-- The keys whose new events the stream must queue, each with whether it is
+-- draining: its first unfinished event is queued and will be delivered
+-- next (not FAILED, not waiting for a retry).
+--
+-- With the hold policy ($1), a key queues while it has any PENDING,
+-- PROCESSING or FAILED row; with continue, while it has a row that was
+-- queued and not yet attempted (PENDING or PROCESSING, attempts 0): a retry
+-- or a failure alone does not stop the key.
+--
+-- The keys are walked one index descent each (a loose index scan over
+-- deliveries_key_order_idx), not row by row. $2: at most this many.
+WITH RECURSIVE k AS (
+    (SELECT d.topic, d.key FROM outbox.deliveries d
+     WHERE d.key IS NOT NULL AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
+     ORDER BY d.topic, d.key LIMIT 1)
+    UNION ALL
+    SELECT n.topic, n.key FROM k CROSS JOIN LATERAL (
+        SELECT d.topic, d.key FROM outbox.deliveries d
+        WHERE d.key IS NOT NULL AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
+          AND (d.topic, d.key) > (k.topic, k.key)
+        ORDER BY d.topic, d.key LIMIT 1) n
+)
+SELECT k.topic, k.key, coalesce(h.status IN ('PENDING', 'PROCESSING') AND h.attempts = 0, false) AS draining
+FROM k LEFT JOIN LATERAL (
+    SELECT d.status, d.attempts FROM outbox.deliveries d
+    WHERE d.key IS NOT NULL AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
+      AND d.topic = k.topic AND d.key = k.key AND (d.status <> 'FAILED' OR $1::boolean)
+    ORDER BY d.commit_lsn, d.tx_position, d.event_id LIMIT 1) h ON true
+WHERE $1::boolean OR EXISTS (
+    SELECT 1 FROM outbox.deliveries q
+    WHERE q.key IS NOT NULL AND q.status IN ('PENDING', 'PROCESSING') AND q.attempts = 0
+      AND q.topic = k.topic AND q.key = k.key)
+LIMIT $2

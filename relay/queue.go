@@ -1,0 +1,155 @@
+package relay
+
+import (
+	"sync"
+
+	"github.com/IBM/sarama"
+)
+
+// maxQueuedKeys caps the keys the stream remembers as queued (about 100
+// bytes each). With more, it queues every event, which keeps the order
+// without the memory.
+const maxQueuedKeys = 100_000
+
+// queueKey is a topic and key whose new events must queue.
+type queueKey struct{ topic, key string }
+
+// keyOf returns e's topic and key; ok is false for an event without a key,
+// which is never held.
+func keyOf(e *event) (k queueKey, ok bool) {
+	b, ok := e.Record.Key.(sarama.ByteEncoder)
+	if !ok || b == nil {
+		return k, false
+	}
+	return queueKey{e.Record.Topic, string(b)}, true
+}
+
+// queue decides, for the stream, which events are published directly and
+// which are queued: given a PENDING row, due now, that the poller delivers
+// per key in commit order (store.Claim). An event is queued while the relay
+// spills (Kafka has been down for --spill-after, or more keys are queued
+// than fit in memory) and when its key has queued events, or, with the hold
+// policy, an event waiting for a retry or FAILED. So an event never
+// overtakes an earlier one of its key that is queued.
+//
+// The keys come from the table (store.QueuedKeys) and from what the stream
+// itself queues or sees fail. A key the table no longer lists is forgotten
+// only once every event the stream queued for it was written before that
+// look at the table (refresh), so a queued event still on its way to the
+// table keeps its key queued.
+type queue struct {
+	mu       sync.Mutex
+	spilling bool
+	// keys maps each key whose new events queue to the session's count of
+	// events up to the last one queued for it (0: known from the table).
+	keys map[queueKey]uint64
+	// spilled counts events queued during the current spill, for the log.
+	spilled int64
+}
+
+func newQueue() *queue { return &queue{keys: map[queueKey]uint64{}} }
+
+// route marks the events of b (numbered lastSeq-len+1 .. lastSeq) that
+// queue, and returns how many do.
+func (q *queue) route(b *batch) (queued int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.spilling && len(q.keys) == 0 {
+		return 0
+	}
+	first := b.lastSeq - uint64(len(b.events)) + 1
+	for i := range b.events {
+		e := &b.events[i]
+		if e.skip || e.invalid != "" {
+			continue
+		}
+		seq := first + uint64(i)
+		k, keyed := keyOf(e)
+		switch {
+		case q.spilling:
+		case !keyed:
+			continue
+		default:
+			if _, held := q.keys[k]; !held {
+				continue
+			}
+			q.keys[k] = seq
+		}
+		e.queued = true
+		queued++
+	}
+	if q.spilling {
+		q.spilled += int64(queued)
+	}
+	return queued
+}
+
+// hold notes that e (number seq) waits for a retry or failed, under the
+// hold policy: its key's new events queue.
+func (q *queue) hold(e *event, seq uint64) {
+	if k, ok := keyOf(e); ok {
+		q.mu.Lock()
+		if q.keys[k] < seq {
+			q.keys[k] = seq
+		}
+		q.mu.Unlock()
+	}
+}
+
+// deferrer is the publisher as a spill drives it (kafka.Publisher.Defer).
+type deferrer interface{ Defer(on bool) }
+
+// spill makes every event queue and has p defer what an outage holds; it
+// reports whether the spill is new. The publisher defers exactly while the
+// queue spills: both change under q.mu.
+func (q *queue) spill(p deferrer) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p.Defer(true)
+	if q.spilling {
+		return false
+	}
+	q.spilling, q.spilled = true, 0
+	return true
+}
+
+// replace makes the keys found in the table, plus the keys of events queued
+// after the look (numbered above written: the session's count of events
+// whose rows were in the table before it), the keys that queue. When the
+// queue spills, the caller has made sure that the table holds everything
+// queued (written covers it); the spill ends and p no longer defers, and
+// spilled is how many events it queued.
+//
+// With more than maxQueuedKeys keys it changes nothing but starts (or
+// keeps) a spill: ok is false.
+func (q *queue) replace(table []queueKey, written uint64, p deferrer) (ok bool, spilled int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	keys := make(map[queueKey]uint64, len(table))
+	for _, k := range table {
+		keys[k] = 0
+	}
+	for k, seq := range q.keys {
+		if seq > written {
+			keys[k] = seq
+		}
+	}
+	if len(keys) > maxQueuedKeys {
+		q.spilling = true
+		return false, 0
+	}
+	q.keys = keys
+	if q.spilling {
+		spilled = q.spilled
+		q.spilling, q.spilled = false, 0
+		p.Defer(false)
+	}
+	return true, spilled
+}
+
+// state reports whether the queue spills and how many keys queue.
+func (q *queue) state() (spilling bool, keys int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.spilling, len(q.keys)
+}
