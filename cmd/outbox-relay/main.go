@@ -21,7 +21,9 @@ Usage:
   outbox-relay migrate  [flags]   create or upgrade the outbox schema (--print writes the SQL)
   outbox-relay failed   [flags]   list or count FAILED events (filters, --after ID to page)
   outbox-relay resend   [flags] ID...   resend events; or --failed [filters] for every matching FAILED one
-  outbox-relay purge    [flags]   delete SENT (or FAILED) events older than --older-than
+  outbox-relay held     [flags]   keys held behind a FAILED event or a retry, with how many wait
+  outbox-relay skip     [flags] ID...   give up on FAILED events (SKIPPED): never delivered, their keys released
+  outbox-relay purge    [flags]   delete SENT (or FAILED, SKIPPED) events older than --older-than
   outbox-relay status   [flags]   slots, counts by topic and status, FAILED by reason; a running relay's role
   outbox-relay version
 
@@ -54,6 +56,10 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		err = failedCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "resend":
 		err = resendCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "held":
+		err = heldCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "skip":
+		err = skipCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "purge":
 		err = purgeCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "status":

@@ -82,12 +82,17 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.Int(&o.maxProcs, "max-procs", 0, "OS threads running Go code at once (GOMAXPROCS); 0: Go's default, every CPU the process may use")
 	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles on this address (such as 127.0.0.1:6060); off when empty")
 	fs.String(&o.metricsAddr, "metrics-addr", metricsAddrDefault, "serve /metrics (Prometheus), /healthz and /readyz on this address; off when empty")
+	fs.Duration(&c.SpillAfter, "spill-after", relay.SpillAfterDefault, "once Kafka has been unavailable this long, queue events as PENDING rows instead of holding them (so PostgreSQL can recycle WAL); 0 never spills")
+	fs.String(&c.FailedKeyPolicy, "failed-key-policy", relay.FailedKeyContinue, "continue (a FAILED or retrying event lets later events of its key go out) or hold (they queue behind it until it is SENT or SKIPPED)")
 	fs.Duration(&c.Retention, "retention", relay.RetentionDefault, "delete SENT events older than this with their delivery rows (one relay at a time); 0 keeps everything")
 	if err := fs.Parse(args); err != nil {
 		return c, o, err
 	}
 	if c.Retention == 0 {
 		c.Retention = -1 // keep everything
+	}
+	if c.SpillAfter == 0 {
+		c.SpillAfter = -1 // never spill
 	}
 	return c, o, nil
 }
