@@ -104,6 +104,7 @@ type session struct {
 	cur         *batch
 	layouts     map[*cdc.Relation]*layout
 
+	readDone  chan struct{} // closed when read has shipped its last batch
 	toProduce chan *batch
 	toWrite   chan *batch
 	toBarrier chan written // each written status group, in order
@@ -152,6 +153,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		replayUntil: stream.ReplayUntil(), ceiling: ceiling,
 		drain: drain, hard: hard, pgDown: outage.New(r.log, "postgres"),
 		layouts: map[*cdc.Relation]*layout{}, queue: newQueue(),
+		readDone:  make(chan struct{}),
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
 		toBarrier: make(chan written, r.cfg.MaxInFlight),
@@ -161,10 +163,8 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	}
 	r.current.Store(s)
 	defer r.current.Store(nil)
-	watchCtx, stopWatching := context.WithCancel(hard)
-	defer stopWatching()
 	if r.spills() {
-		g.Go(s.watchSpill(watchCtx))
+		g.Go(s.watchSpill)
 	}
 	g.Go(s.produce)
 	g.Go(s.write)
@@ -173,9 +173,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		g.Go(backfill.watch(ctx, hard))
 	}
 
-	err = s.read(ctx, stream)
-	stopWatching()
-	err = errors.Join(err, g.Wait())
+	err = errors.Join(s.read(ctx, stream), g.Wait())
 	if drain.Err() != nil {
 		r.log.Warn("shutdown timeout: gave up on events still in flight; they will be replayed",
 			zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
@@ -211,6 +209,7 @@ func (s *session) read(ctx context.Context, stream *cdc.Stream) error {
 	}
 	close(s.toProduce)
 	close(s.toWrite)
+	close(s.readDone)
 	return errors.Join(s.gaveUp(err), <-recvErr)
 }
 

@@ -65,28 +65,28 @@ func (s *session) startQueue(ctx context.Context) error {
 }
 
 // watchSpill starts a spill once Kafka has been unavailable for
-// SpillAfter, until ctx ends.
-func (s *session) watchSpill(ctx context.Context) func() error {
-	return func() error {
-		t := time.NewTicker(spillCheck)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-			down := s.pub.UnavailableFor()
-			if down < s.r.cfg.SpillAfter || !s.queue.spill(s.pub) {
-				continue
-			}
-			s.r.metrics.Spilling.Set(1)
-			events, bytes := s.win.used()
-			s.r.log.Warn("spilling: kafka unavailable for longer than --spill-after; events are queued as PENDING rows "+
-				"(no attempt counted) so that the slot moves on and PostgreSQL can recycle its WAL",
-				zap.Duration("unavailable_for", down), zap.Duration("spill_after", s.r.cfg.SpillAfter),
-				zap.Int("in_flight_events", events), zap.Int("in_flight_bytes", bytes))
+// SpillAfter, until the session stops reading.
+func (s *session) watchSpill() error {
+	t := time.NewTicker(spillCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.hard.Done():
+			return nil
+		case <-s.readDone:
+			return nil
+		case <-t.C:
 		}
+		down := s.pub.UnavailableFor()
+		if down < s.r.cfg.SpillAfter || !s.queue.spill(s.pub) {
+			continue
+		}
+		s.r.metrics.Spilling.Set(1)
+		events, bytes := s.win.used()
+		s.r.log.Warn("spilling: kafka unavailable for longer than --spill-after; events are queued as PENDING rows "+
+			"(no attempt counted) so that the slot moves on and PostgreSQL can recycle its WAL",
+			zap.Duration("unavailable_for", down), zap.Duration("spill_after", s.r.cfg.SpillAfter),
+			zap.Int("in_flight_events", events), zap.Int("in_flight_bytes", bytes))
 	}
 }
 
