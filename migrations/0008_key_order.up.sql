@@ -31,7 +31,7 @@ CREATE INDEX deliveries_key_order_idx ON outbox.deliveries (topic, key, commit_l
 
 -- Due rows for the poller, oldest first and, among rows due together, in
 -- commit order.
-CREATE INDEX deliveries_pending_due_order_idx ON outbox.deliveries (next_attempt_at, commit_lsn, tx_position)
+CREATE INDEX deliveries_pending_due_order_idx ON outbox.deliveries (next_attempt_at, commit_lsn, tx_position, event_id)
     WHERE status = 'PENDING';
 DROP INDEX outbox.deliveries_pending_due_idx;
 
