@@ -29,7 +29,8 @@ type Outcome struct {
 }
 
 // Outcomes is a batch of outcomes in column form, as both outcome
-// statements take it ($1..$11). "No partition" is -1.
+// statements take it ($1..$9, and for the stream's rows the commit order in
+// $10, $11). "No partition" is -1.
 type Outcomes struct {
 	ids        [][16]byte
 	statuses   []string
@@ -75,10 +76,15 @@ func (o *Outcomes) Add(r Outcome) {
 	o.positions = append(o.positions, r.TxPosition)
 }
 
-// args returns o as the statements' $1..$11 followed by more.
-func (o *Outcomes) args(more ...any) []any {
-	return append([]any{o.ids, o.statuses, o.attempts, o.lastErrors, o.reasons, o.partitions, o.offsets,
-		o.delaysMS, o.maxAttempt, o.lsns, o.positions}, more...)
+// args returns o as the statements' $1..$9, then, with order, the commit
+// order ($10, $11), then more.
+func (o *Outcomes) args(order bool, more ...any) []any {
+	args := []any{o.ids, o.statuses, o.attempts, o.lastErrors, o.reasons, o.partitions, o.offsets,
+		o.delaysMS, o.maxAttempt}
+	if order {
+		args = append(args, o.lsns, o.positions)
+	}
+	return append(args, more...)
 }
 
 var (
@@ -96,7 +102,7 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 	if o.Len() == 0 {
 		return 0, nil
 	}
-	if err := s.status.QueryRow(ctx, insertOutcomesSQL, o.args(policy, s.now())...).Scan(&visible); err != nil {
+	if err := s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible); err != nil {
 		return 0, fmt.Errorf("writing %d delivery statuses: %w", o.Len(), err)
 	}
 	return visible, nil
@@ -108,7 +114,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, instance string, o *Outcomes
 	if o.Len() == 0 {
 		return nil
 	}
-	if _, err := s.db.Exec(ctx, recordOutcomesSQL, o.args(instance, s.now())...); err != nil {
+	if _, err := s.db.Exec(ctx, recordOutcomesSQL, o.args(false, instance, s.now())...); err != nil {
 		return fmt.Errorf("recording %d outcomes: %w", o.Len(), err)
 	}
 	return nil

@@ -54,14 +54,7 @@ type HeldKey struct {
 func (s *Store) HeldKeys(ctx context.Context, topic string, limit int) ([]HeldKey, error) {
 	return collect(ctx, s.db, "reading outbox.held_keys", func(r pgx.CollectableRow) (HeldKey, error) {
 		var h HeldKey
-		var reason, lastErr *string
-		err := r.Scan(&h.Topic, &h.Key, &h.BlockingEventID, &h.Status, &reason, &lastErr, &h.Attempts, &h.Since, &h.Queued)
-		if reason != nil {
-			h.Reason = *reason
-		}
-		if lastErr != nil {
-			h.LastError = *lastErr
-		}
+		err := r.Scan(&h.Topic, &h.Key, &h.BlockingEventID, &h.Status, &h.Reason, &h.LastError, &h.Attempts, &h.Since, &h.Queued)
 		return h, err
 	}, heldKeysSQL, nullable(topic), limit)
 }
@@ -70,15 +63,8 @@ func (s *Store) HeldKeys(ctx context.Context, topic string, limit int) ([]HeldKe
 // key. When it was not FAILED, status says what it is ("" when the event
 // has no status row or does not exist).
 func (s *Store) Skip(ctx context.Context, id string) (skipped bool, status string, err error) {
-	var st *string
-	if err := s.db.QueryRow(ctx, skipSQL, id).Scan(&skipped, &st); err != nil {
+	if err := s.db.QueryRow(ctx, skipSQL, id).Scan(&skipped, &status); err != nil {
 		return false, "", fmt.Errorf("skipping event %s: %w", id, err)
-	}
-	switch {
-	case skipped:
-		status = string(StatusSkipped)
-	case st != nil:
-		status = *st
 	}
 	return skipped, status, nil
 }

@@ -24,7 +24,6 @@ const (
 	StatusProcessing Status = "PROCESSING"
 	StatusSent       Status = "SENT"
 	StatusFailed     Status = "FAILED"
-	StatusSkipped    Status = "SKIPPED"
 )
 
 // Failure reasons the relay decides itself (Kafka's are in internal/kafka).

@@ -1,19 +1,18 @@
--- Records what happened to claimed rows, only where this instance ($12)
+-- Records what happened to claimed rows, only where this instance ($10)
 -- still holds them: a row taken back and claimed again is not touched.
 --
--- $1..$11: Outcomes in column form (outcomes.go), as insert_outcomes.sql
--- takes them (the commit order columns are not used: the rows have theirs);
--- $13: now.
+-- $1..$9: Outcomes in column form (outcomes.go), as insert_outcomes.sql
+-- takes them (without the commit order: the rows have theirs); $11: now.
 UPDATE outbox.deliveries d
 SET status = u.status, attempts = u.attempts,
     last_error = NULLIF(u.last_error, ''), failure_reason = NULLIF(u.reason, ''),
-    next_attempt_at = coalesce($13::timestamptz, now()) + u.delay_ms * interval '1 millisecond',
+    next_attempt_at = coalesce($11::timestamptz, now()) + u.delay_ms * interval '1 millisecond',
     kafka_partition = CASE WHEN u.status = 'SENT' THEN NULLIF(u.part, -1) ELSE d.kafka_partition END,
     kafka_offset = CASE WHEN u.status = 'SENT' THEN NULLIF(u.off, -1) ELSE d.kafka_offset END,
-    sent_at = CASE WHEN u.status = 'SENT' THEN coalesce($13::timestamptz, now()) ELSE d.sent_at END,
+    sent_at = CASE WHEN u.status = 'SENT' THEN coalesce($11::timestamptz, now()) ELSE d.sent_at END,
     max_attempts = u.max_attempts,
-    locked_by = NULL, locked_at = NULL, updated_at = coalesce($13::timestamptz, now())
+    locked_by = NULL, locked_at = NULL, updated_at = coalesce($11::timestamptz, now())
 FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[],
-            $8::bigint[], $9::int[], $10::bigint[], $11::int[])
-     AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts, lsn, pos)
-WHERE d.event_id = u.id AND d.status = 'PROCESSING' AND d.locked_by = $12
+            $8::bigint[], $9::int[])
+     AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts)
+WHERE d.event_id = u.id AND d.status = 'PROCESSING' AND d.locked_by = $10
