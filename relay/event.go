@@ -78,8 +78,11 @@ type event struct {
 	// position in it, the commit order the poller keeps per key.
 	commitLSN uint64
 	txPos     int32
-	queued    bool // the stream queues it (a PENDING row) instead of publishing
 }
+
+// deferred reports whether e was not sent and is queued as a PENDING row:
+// the stream routed it to the queue, or the publisher deferred it in a spill.
+func (e *event) deferred() bool { return e.Outcome.Result == kafka.Deferred }
 
 // fill turns the inserted row into e's message, or sets e.invalid.
 func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {

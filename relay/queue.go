@@ -4,6 +4,9 @@ import (
 	"sync"
 
 	"github.com/IBM/sarama"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
 // maxQueuedKeys caps the keys the stream remembers as queued (about 100
@@ -11,17 +14,10 @@ import (
 // without the memory.
 const maxQueuedKeys = 100_000
 
-// queueKey is a topic and key whose new events must queue.
-type queueKey struct{ topic, key string }
-
-// keyOf returns e's topic and key; ok is false for an event without a key,
-// which is never held.
-func keyOf(e *event) (k queueKey, ok bool) {
-	b, ok := e.Record.Key.(sarama.ByteEncoder)
-	if !ok || b == nil {
-		return k, false
-	}
-	return queueKey{e.Record.Topic, string(b)}, true
+// appendKey appends the map key of a topic and key: the topic, a NUL (not
+// allowed in a Kafka topic name), the key.
+func appendKey(buf []byte, topic string, key []byte) []byte {
+	return append(append(append(buf, topic...), 0), key...)
 }
 
 // queue decides, for the stream, which events are published directly and
@@ -40,14 +36,28 @@ func keyOf(e *event) (k queueKey, ok bool) {
 type queue struct {
 	mu       sync.Mutex
 	spilling bool
-	// keys maps each key whose new events queue to the session's count of
-	// events up to the last one queued for it (0: known from the table).
-	keys map[queueKey]uint64
+	// keys maps each key whose new events queue (appendKey) to the
+	// session's count of events up to the last one queued for it (0: known
+	// from the table). A pointer, so that the per-event update of a key
+	// already there allocates nothing.
+	keys map[string]*uint64
+	buf  []byte // appendKey's scratch
 	// spilled counts events queued during the current spill, for the log.
 	spilled int64
 }
 
-func newQueue() *queue { return &queue{keys: map[queueKey]uint64{}} }
+func newQueue() *queue { return &queue{keys: map[string]*uint64{}} }
+
+// seqOf returns the entry of e's key (nil when it has none); ok is false for
+// an event without a key, which is never held.
+func (q *queue) seqOf(e *event) (seq *uint64, ok bool) {
+	key, ok := e.Record.Key.(sarama.ByteEncoder)
+	if !ok || key == nil {
+		return nil, false
+	}
+	q.buf = appendKey(q.buf[:0], e.Record.Topic, key)
+	return q.keys[string(q.buf)], true
+}
 
 // route marks the events of b (numbered lastSeq-len+1 .. lastSeq) that
 // queue, and returns how many do.
@@ -63,19 +73,14 @@ func (q *queue) route(b *batch) (queued int) {
 		if e.skip || e.invalid != "" {
 			continue
 		}
-		seq := first + uint64(i)
-		k, keyed := keyOf(e)
-		switch {
-		case q.spilling:
-		case !keyed:
-			continue
-		default:
-			if _, held := q.keys[k]; !held {
-				continue
+		if !q.spilling {
+			last, _ := q.seqOf(e)
+			if last == nil {
+				continue // no key, or a key that does not queue
 			}
-			q.keys[k] = seq
+			*last = first + uint64(i)
 		}
-		e.queued = true
+		e.Outcome = kafka.Outcome{Result: kafka.Deferred}
 		queued++
 	}
 	if q.spilling {
@@ -87,12 +92,13 @@ func (q *queue) route(b *batch) (queued int) {
 // hold notes that e (number seq) waits for a retry or failed, under the
 // hold policy: its key's new events queue.
 func (q *queue) hold(e *event, seq uint64) {
-	if k, ok := keyOf(e); ok {
-		q.mu.Lock()
-		if q.keys[k] < seq {
-			q.keys[k] = seq
-		}
-		q.mu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch last, keyed := q.seqOf(e); {
+	case last != nil:
+		*last = max(*last, seq)
+	case keyed:
+		q.keys[string(q.buf)] = &seq
 	}
 }
 
@@ -122,15 +128,16 @@ func (q *queue) spill(p deferrer) bool {
 //
 // With more than maxQueuedKeys keys it changes nothing but starts (or
 // keeps) a spill: ok is false.
-func (q *queue) replace(table []queueKey, written uint64, p deferrer) (ok bool, spilled int64) {
+func (q *queue) replace(table []store.QueuedKey, written uint64, p deferrer) (ok bool, spilled int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	keys := make(map[queueKey]uint64, len(table))
+	keys := make(map[string]*uint64, len(table))
 	for _, k := range table {
-		keys[k] = 0
+		q.buf = appendKey(q.buf[:0], k.Topic, []byte(k.Key))
+		keys[string(q.buf)] = new(uint64)
 	}
 	for k, seq := range q.keys {
-		if seq > written {
+		if *seq > written {
 			keys[k] = seq
 		}
 	}

@@ -48,7 +48,7 @@ func (b *batch) messages(msgs []*kafka.Message, log *zap.Logger) []*kafka.Messag
 	for i := range b.events {
 		e := &b.events[i]
 		switch {
-		case e.skip, e.queued:
+		case e.skip, e.deferred():
 			b.complete()
 		case e.invalid != "":
 			log.Warn("invalid event", zap.String("event_id", string(kafka.FormatUUID(e.id))), zap.String("error", e.invalid))
@@ -393,7 +393,7 @@ func (s *session) write() error {
 					o := s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0)
 					rows.Add(o)
 					count(tally, e, o)
-					if hold && !e.queued && o.Status != store.StatusSent {
+					if hold && !e.deferred() && o.Status != store.StatusSent {
 						s.queue.hold(e, first+uint64(i)) // waits for a retry or failed
 					}
 					if at := e.Outcome.At; !at.IsZero() {

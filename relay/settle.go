@@ -52,7 +52,7 @@ func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Durat
 	o := store.Outcome{EventID: e.id, Attempts: prior + 1, MaxAttempts: int32(p.MaxAttempts),
 		CommitLSN: e.commitLSN, TxPosition: e.txPos}
 	switch res := &e.Outcome; {
-	case e.queued || res.Result == kafka.Deferred:
+	case e.deferred():
 		// Never sent: no attempt. Due now, for the poller.
 		o.Status, o.Attempts = store.StatusPending, prior
 	case e.invalid != "":
@@ -75,7 +75,7 @@ func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Durat
 // count adds e's attempt, which left o, to a metrics tally.
 func count(t *metrics.Tally, e *event, o store.Outcome) {
 	topic := e.Record.Topic
-	if e.queued || e.Outcome.Result == kafka.Deferred {
+	if e.deferred() {
 		t.Add(topic, metrics.Queued, "")
 		return
 	}

@@ -43,14 +43,10 @@ func (r *Relay) wakePoller() {
 // if Kafka has been down for SpillAfter already, otherwise the keys the
 // table has queued.
 func (s *session) startQueue(ctx context.Context) error {
-	if s.r.spills() && s.pub.UnavailableFor() >= s.r.cfg.SpillAfter {
-		s.queue.spill(s.pub)
-		s.r.metrics.Spilling.Set(1)
-		s.r.log.Warn("spilling: kafka is still unavailable; every event is queued as a PENDING row",
-			zap.Duration("unavailable_for", s.pub.UnavailableFor()))
+	if s.spillIfDown() {
 		return nil
 	}
-	s.pub.Defer(false)
+	s.pub.Defer(false) // a spill of an earlier session may have left it on
 	var keys []store.QueuedKey
 	err := outage.Retry(ctx, s.pgDown, func(ctx context.Context) error {
 		var err error
@@ -76,18 +72,25 @@ func (s *session) watchSpill() error {
 		case <-s.readDone:
 			return nil
 		case <-t.C:
+			s.spillIfDown()
 		}
-		down := s.pub.UnavailableFor()
-		if down < s.r.cfg.SpillAfter || !s.queue.spill(s.pub) {
-			continue
-		}
-		s.r.metrics.Spilling.Set(1)
-		events, bytes := s.win.used()
-		s.r.log.Warn("spilling: kafka unavailable for longer than --spill-after; events are queued as PENDING rows "+
-			"(no attempt counted) so that the slot moves on and PostgreSQL can recycle its WAL",
-			zap.Duration("unavailable_for", down), zap.Duration("spill_after", s.r.cfg.SpillAfter),
-			zap.Int("in_flight_events", events), zap.Int("in_flight_bytes", bytes))
 	}
+}
+
+// spillIfDown starts a spill if Kafka has been unavailable for SpillAfter
+// and the queue does not spill yet, and reports whether it did.
+func (s *session) spillIfDown() bool {
+	down := s.pub.UnavailableFor()
+	if !s.r.spills() || down < s.r.cfg.SpillAfter || !s.queue.spill(s.pub) {
+		return false
+	}
+	s.r.metrics.Spilling.Set(1)
+	events, bytes := s.win.used()
+	s.r.log.Warn("spilling: kafka unavailable for longer than --spill-after; events are queued as PENDING rows "+
+		"(no attempt counted) so that the slot moves on and PostgreSQL can recycle its WAL",
+		zap.Duration("unavailable_for", down), zap.Duration("spill_after", s.r.cfg.SpillAfter),
+		zap.Int("in_flight_events", events), zap.Int("in_flight_bytes", bytes))
+	return true
 }
 
 // refreshQueue runs in the produce stage between batches, so nothing is
@@ -132,11 +135,7 @@ func (s *session) refreshQueue() {
 // applyKeys makes keys (read once every event up to written had its row)
 // the queued keys, ending a spill if there was one.
 func (s *session) applyKeys(keys []store.QueuedKey, written uint64, spilling bool) {
-	table := make([]queueKey, len(keys))
-	for i, k := range keys {
-		table[i] = queueKey{k.Topic, k.Key}
-	}
-	ok, spilled := s.queue.replace(table, written, s.pub)
+	ok, spilled := s.queue.replace(keys, written, s.pub)
 	_, n := s.queue.state()
 	s.r.metrics.QueuedKeys.Set(float64(n))
 	switch {
