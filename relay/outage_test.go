@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -14,6 +13,25 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
+
+// setupRestartable is setup with the topic orders (3 partitions) on a
+// broker that keeps its data on disk; restart starts it again on the same
+// port, after the test closed it.
+func setupRestartable(t *testing.T) (b *testBundle, restart func()) {
+	t.Helper()
+	dir := t.TempDir()
+	b = setup(t, kfake.SeedTopics(3, "orders"), kfake.DataDir(dir))
+	addr := b.cluster.ListenAddrs()[0]
+	var port int
+	_, _ = fmt.Sscanf(addr[len("127.0.0.1:"):], "%d", &port)
+	return b, func() {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir), kfake.SeedTopics(3, "orders"))
+		if err != nil {
+			t.Fatalf("restarting kfake on %s: %v", addr, err)
+		}
+		t.Cleanup(c.Close)
+	}
+}
 
 // writeEvents commits n events, one small transaction at a time, keyed over
 // 5 keys with a global sequence in the payload; it signals progress on half.
@@ -49,32 +67,14 @@ func checkDelivered(t *testing.T, b *testBundle, n int) {
 		t.Fatalf("%d rows are not SENT after exactly one attempt", bad)
 	}
 	recs := kafkatest.Consume(t, b.brokers, n, 30*time.Second, "orders")
-	first := map[int]bool{}
-	last := map[string]int{}
-	for _, r := range recs {
-		var p struct{ Seq int }
-		_ = json.Unmarshal(r.Value, &p)
-		if first[p.Seq] {
-			continue // a duplicate: at-least-once
-		}
-		first[p.Seq] = true
-		if p.Seq < last[string(r.Key)] {
-			t.Fatalf("key %s: seq %d after %d: per-key order broken", r.Key, p.Seq, last[string(r.Key)])
-		}
-		last[string(r.Key)] = p.Seq
-	}
-	if len(first) != n {
-		t.Fatalf("%d distinct events on Kafka, want %d", len(first), n)
+	if got := checkKeyOrder(t, recs); got != n {
+		t.Fatalf("%d distinct events on Kafka, want %d", got, n)
 	}
 }
 
 func TestRelay_KafkaDownIsNotAnEventFailure(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	b := setup(t, kfake.SeedTopics(3, "orders"), kfake.DataDir(dir))
-	port := b.cluster.ListenAddrs()[0]
-	var portNum int
-	_, _ = fmt.Sscanf(port[len("127.0.0.1:"):], "%d", &portNum)
+	b, restart := setupRestartable(t)
 	b.startRelay(t, b.config(t))
 
 	const n = 600
@@ -87,11 +87,7 @@ func TestRelay_KafkaDownIsNotAnEventFailure(t *testing.T) {
 	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status <> 'SENT'`); n != 0 {
 		t.Fatalf("%d events changed to another status than SENT while Kafka was down", n)
 	}
-	restarted, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(portNum), kfake.DataDir(dir), kfake.SeedTopics(3, "orders"))
-	if err != nil {
-		t.Fatalf("restarting kfake on %s: %v", port, err)
-	}
-	t.Cleanup(restarted.Close)
+	restart()
 	<-written
 	checkDelivered(t, b, n)
 }

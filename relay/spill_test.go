@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
@@ -59,11 +57,7 @@ func TestSpill_ALongKafkaOutageMovesToTheTableAndTheSlotKeepsUp(t *testing.T) {
 	for _, spill := range []bool{true, false} {
 		t.Run(fmt.Sprintf("spill=%v", spill), func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			b := setup(t, kfake.SeedTopics(3, "orders"), kfake.DataDir(dir))
-			port := b.cluster.ListenAddrs()[0]
-			var portNum int
-			_, _ = fmt.Sscanf(port[len("127.0.0.1:"):], "%d", &portNum)
+			b, restart := setupRestartable(t)
 			cfg := b.config(t)
 			cfg.SpillAfter = -1
 			if spill {
@@ -102,11 +96,7 @@ func TestSpill_ALongKafkaOutageMovesToTheTableAndTheSlotKeepsUp(t *testing.T) {
 				t.Errorf("%d events queued without spilling", queued)
 			}
 
-			restarted, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(portNum), kfake.DataDir(dir), kfake.SeedTopics(3, "orders"))
-			if err != nil {
-				t.Fatalf("restarting kfake on %s: %v", port, err)
-			}
-			t.Cleanup(restarted.Close)
+			restart()
 			up := time.Now()
 			pgtest.Eventually(t, 60*time.Second, "the queue drained", func() (bool, string) {
 				n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status <> 'SENT'`)

@@ -176,13 +176,26 @@ type env struct {
 	pool    *pgxpool.Pool
 	brokers string
 	kafka   *proc
+	// kafkaPort is kafka's, for a test that starts it again.
+	kafkaPort int
 }
 
-func newEnv(t *testing.T, topics string) *env {
+func newEnv(t *testing.T, topics string, kafkaFlags ...string) *env {
 	t.Helper()
 	dbURL, pool := pgtest.Migrated(t)
 	port := pgtest.FreePort(t)
-	kafka := start(t, "kafka-dev", []string{"serve", "--port", strconv.Itoa(port), "--topics", topics})
+	kafka := kafkaOn(t, port, topics, kafkaFlags...)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	var db string
+	_ = pool.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db)
+	return &env{dbURL: dbURL, slot: "slot_" + strings.TrimPrefix(db, "outbox_test_"), pool: pool, brokers: addr, kafka: kafka, kafkaPort: port}
+}
+
+// kafkaOn starts kafka-dev on port with topics (and more serve flags), and
+// waits until it listens.
+func kafkaOn(t *testing.T, port int, topics string, more ...string) *proc {
+	t.Helper()
+	k := start(t, "kafka-dev", append([]string{"serve", "--port", strconv.Itoa(port), "--topics", topics}, more...))
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	pgtest.Eventually(t, 10*time.Second, "kafka-dev listening", func() (bool, string) {
 		c, err := net.Dial("tcp", addr)
@@ -192,9 +205,7 @@ func newEnv(t *testing.T, topics string) *env {
 		c.Close()
 		return true, ""
 	})
-	var db string
-	_ = pool.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db)
-	return &env{dbURL: dbURL, slot: "slot_" + strings.TrimPrefix(db, "outbox_test_"), pool: pool, brokers: addr, kafka: kafka}
+	return k
 }
 
 // startRelay starts outbox-relay run on the test's slot.

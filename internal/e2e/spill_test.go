@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -12,43 +10,20 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
-// kafkaOn starts kafka-dev on port, keeping its data in dir, and waits until
-// it listens.
-func kafkaOn(t *testing.T, port int, dir string) *proc {
-	t.Helper()
-	k := start(t, "kafka-dev", []string{"serve", "--port", strconv.Itoa(port), "--topics", "orders:3", "--data-dir", dir})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	pgtest.Eventually(t, 10*time.Second, "kafka-dev listening", func() (bool, string) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return false, err.Error()
-		}
-		c.Close()
-		return true, ""
-	})
-	return k
-}
-
 func TestSpill_SIGKILLDuringASpillLosesNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "orders:3")
-	// This test's broker keeps its data across a restart.
-	e.kafka.signal(t, syscall.SIGKILL)
-	e.kafka.wait(t, 10*time.Second)
-	port := pgtest.FreePort(t)
-	dir := t.TempDir()
-	e.brokers = fmt.Sprintf("127.0.0.1:%d", port)
-	kafka := kafkaOn(t, port, dir)
+	dir := t.TempDir() // the broker keeps its data across a restart
+	e := newEnv(t, "orders:3", "--data-dir", dir)
 
 	relayProc := e.relay(t, "--spill-after", "1s", "--poll-interval", "50ms")
 	stop := make(chan struct{})
 	written := writer(t, e, stop, 40000)
 	time.Sleep(500 * time.Millisecond) // some traffic delivered directly first: nothing to wait on but the clock
 
-	kafka.signal(t, syscall.SIGKILL)
-	kafka.wait(t, 10*time.Second)
+	e.kafka.signal(t, syscall.SIGKILL)
+	e.kafka.wait(t, 10*time.Second)
 	relayProc.waitLog(t, "spilling", 15*time.Second)
-	// Events written during the spill: the relay must queue them all.
+	// Events written during the spill, delivered in the end like the rest.
 	const duringSpill = 2000
 	for i := 0; i < duringSpill/100; i++ {
 		if _, err := e.pool.Exec(context.Background(), `INSERT INTO outbox.events (topic, key, payload)
@@ -64,7 +39,7 @@ func TestSpill_SIGKILLDuringASpillLosesNothing(t *testing.T) {
 	relayProc.wait(t, 10*time.Second)
 	spilled := e.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'PENDING'`)
 
-	kafka = kafkaOn(t, port, dir)
+	kafkaOn(t, e.kafkaPort, "orders:3", "--data-dir", dir)
 	relayProc = e.relay(t, "--spill-after", "1s", "--poll-interval", "50ms")
 	time.Sleep(time.Second) // traffic goes on after the restart: nothing to wait on but the clock
 	close(stop)
@@ -75,5 +50,4 @@ func TestSpill_SIGKILLDuringASpillLosesNothing(t *testing.T) {
 	}
 	report(t, "%d events, relay SIGKILLed during a spill with %d events queued: 0 lost, %d duplicates on Kafka",
 		total, spilled, dups)
-	_ = kafka
 }
