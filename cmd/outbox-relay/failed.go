@@ -83,24 +83,20 @@ func connect(ctx context.Context, dbURL string) (*store.Store, func(), error) {
 func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flagenv.New("failed", getenv)
 	fs.SetOutput(stderr)
-	var dbURL, after, format string
-	var limit int
+	var dbURL, after string
+	var out listing
 	var count bool
 	var f failedFilter
 	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
 	f.register(fs)
 	fs.StringVar(&after, "after", "", "page: list only events after this event id (the last one of the previous page)")
-	fs.IntVar(&limit, "limit", 50, "at most this many events")
+	out.register(fs, "at most this many events")
 	fs.BoolVar(&count, "count", false, "print only how many failed events match")
-	fs.StringVar(&format, "format", "table", "table or json (one object per line)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if format != "table" && format != "json" {
-		return fmt.Errorf("--format: %q is not table or json", format)
-	}
-	if limit < 1 {
-		return fmt.Errorf("--limit must be at least 1")
+	if err := out.check(); err != nil {
+		return err
 	}
 	filter, err := f.filter(time.Now())
 	if err != nil {
@@ -119,14 +115,42 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		fmt.Fprintln(stdout, n)
 		return nil
 	}
-	list, err := st.FailedPage(ctx, filter, after, limit)
+	list, err := st.FailedPage(ctx, filter, after, out.limit)
 	if err != nil {
 		return err
 	}
-	if format == "json" {
+	if out.format == "json" {
 		return writeJSONLines(stdout, list)
 	}
-	return writeFailedTable(stdout, stderr, list, limit)
+	return writeFailedTable(stdout, stderr, list, out.limit)
+}
+
+// listing is the output flags of the commands that list rows.
+type listing struct {
+	format string
+	limit  int
+}
+
+func (l *listing) register(fs *flagenv.Set, limitUsage string) {
+	fs.IntVar(&l.limit, "limit", 50, limitUsage)
+	fs.StringVar(&l.format, "format", "table", "table or json (one object per line)")
+}
+
+func (l *listing) check() error {
+	if err := checkFormat(l.format); err != nil {
+		return err
+	}
+	if l.limit < 1 {
+		return fmt.Errorf("--limit must be at least 1")
+	}
+	return nil
+}
+
+func checkFormat(format string) error {
+	if format != "table" && format != "json" {
+		return fmt.Errorf("--format: %q is not table or json", format)
+	}
+	return nil
 }
 
 // writeJSONLines writes one JSON object per line.

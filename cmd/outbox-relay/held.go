@@ -14,31 +14,27 @@ import (
 func heldCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flagenv.New("held", getenv)
 	fs.SetOutput(stderr)
-	var dbURL, topic, format string
-	var limit int
+	var dbURL, topic string
+	var out listing
 	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
 	fs.StringVar(&topic, "topic", "", "only this topic")
-	fs.IntVar(&limit, "limit", 50, "at most this many keys, longest held first")
-	fs.StringVar(&format, "format", "table", "table or json (one object per line)")
+	out.register(fs, "at most this many keys, longest held first")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if format != "table" && format != "json" {
-		return fmt.Errorf("--format: %q is not table or json", format)
-	}
-	if limit < 1 {
-		return fmt.Errorf("--limit must be at least 1")
+	if err := out.check(); err != nil {
+		return err
 	}
 	st, closeDB, err := connect(ctx, dbURL)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	list, err := st.HeldKeys(ctx, topic, limit)
+	list, err := st.HeldKeys(ctx, topic, out.limit)
 	if err != nil {
 		return err
 	}
-	if format == "json" {
+	if out.format == "json" {
 		return writeJSONLines(stdout, list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

@@ -42,8 +42,8 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if format != "table" && format != "json" {
-		return fmt.Errorf("--format: %q is not table or json", format)
+	if err := checkFormat(format); err != nil {
+		return err
 	}
 	st, closeDB, err := connect(ctx, dbURL)
 	if err != nil {
