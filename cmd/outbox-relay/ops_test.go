@@ -76,3 +76,55 @@ func TestFailedAndResend_MirrorTheSQLOperations(t *testing.T) {
 		t.Fatalf("outbox.resend of a SENT event: %v %v", ok, err)
 	}
 }
+
+func TestHeldAndSkip_MirrorTheSQLOperations(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	ctx := context.Background()
+	// Key k held by a FAILED event with two queued behind it; one SENT event.
+	if _, err := pool.Exec(ctx, `
+		WITH ev AS (
+			INSERT INTO outbox.events (id, topic, key, payload) VALUES
+			  ('00000000-0000-0000-0000-000000000001', 'orders', 'k', '{}'),
+			  ('00000000-0000-0000-0000-000000000002', 'orders', 'k', '{}'),
+			  ('00000000-0000-0000-0000-000000000003', 'orders', 'k', '{}'),
+			  ('00000000-0000-0000-0000-000000000004', 'orders', 'j', '{}') RETURNING id, topic, key)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, topic, key, commit_lsn, tx_position)
+		SELECT id, CASE right(id::text, 1) WHEN '1' THEN 'FAILED' WHEN '4' THEN 'SENT' ELSE 'PENDING' END,
+		       CASE right(id::text, 1) WHEN '1' THEN 1 ELSE 0 END,
+		       CASE right(id::text, 1) WHEN '1' THEN 'MESSAGE_TOO_LARGE' END,
+		       CASE right(id::text, 1) WHEN '1' THEN 'broker said no' END,
+		       topic, key, '0/0'::pg_lsn + right(id::text, 1)::int, 0
+		FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := runMain(ctx, args, &out, &errb, env("OUTBOX_DATABASE_URL", dbURL))
+		return out.String(), errb.String(), code
+	}
+
+	out, _, code := run("held")
+	if code != 0 || !strings.Contains(out, "-000000000001") || !strings.Contains(out, "MESSAGE_TOO_LARGE") ||
+		strings.Count(out, "\n") != 2 {
+		t.Fatalf("held (exit %d):\n%s\nwant one key, blocked by event 1", code, out)
+	}
+	if out, _, _ := run("held", "--format", "json"); !strings.Contains(out, `"queued":2`) {
+		t.Fatalf("held --format json = %q, want 2 queued", out)
+	}
+	if _, errOut, code := run("skip", "00000000-0000-0000-0000-000000000004"); code != 1 || !strings.Contains(errOut, "is SENT") {
+		t.Fatalf("skip of a SENT event: exit %d, %q; want a refusal that names its status", code, errOut)
+	}
+	if _, errOut, code := run("skip", "not-a-uuid"); code != 1 || !strings.Contains(errOut, "not an event id") {
+		t.Fatalf("skip not-a-uuid: exit %d, %q", code, errOut)
+	}
+	if out, _, code := run("skip", "00000000-0000-0000-0000-000000000001"); code != 0 || !strings.Contains(out, "skipped 1 events") {
+		t.Fatalf("skip: %q (exit %d)", out, code)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SKIPPED'`); n != 1 {
+		t.Fatalf("%d SKIPPED rows, want 1", n)
+	}
+	if out, errOut, _ := run("held"); strings.Count(out, "\n") != 1 || !strings.Contains(errOut, "no held keys") {
+		t.Fatalf("held after the skip:\n%s%s\nwant none", out, errOut)
+	}
+}
