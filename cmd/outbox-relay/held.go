@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -65,7 +66,7 @@ func skipCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	}
 	ids := fs.Args()
 	if len(ids) == 0 {
-		return fmt.Errorf("give the ids of the FAILED events to skip: outbox-relay skip ID...")
+		return errors.New("give the ids of the FAILED events to skip (outbox-relay skip ID ...)")
 	}
 	for _, id := range ids {
 		if !uuidText.MatchString(id) {

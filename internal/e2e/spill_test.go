@@ -40,7 +40,7 @@ func TestSpill_SIGKILLDuringASpillLosesNothing(t *testing.T) {
 	spilled := e.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'PENDING'`)
 
 	kafkaOn(t, e.kafkaPort, "orders:3", "--data-dir", dir)
-	relayProc = e.relay(t, "--spill-after", "1s", "--poll-interval", "50ms")
+	e.relay(t, "--spill-after", "1s", "--poll-interval", "50ms")
 	time.Sleep(time.Second) // traffic goes on after the restart: nothing to wait on but the clock
 	close(stop)
 	total := <-written + duringSpill
