@@ -9,6 +9,16 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
+// cli runs the command line against dbURL and returns its stdout, stderr
+// and exit code.
+func cli(ctx context.Context, dbURL string) func(args ...string) (string, string, int) {
+	return func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := runMain(ctx, args, &out, &errb, env("OUTBOX_DATABASE_URL", dbURL))
+		return out.String(), errb.String(), code
+	}
+}
+
 func TestFailedAndResend_MirrorTheSQLOperations(t *testing.T) {
 	t.Parallel()
 	dbURL, pool := pgtest.Migrated(t)
@@ -30,11 +40,7 @@ func TestFailedAndResend_MirrorTheSQLOperations(t *testing.T) {
 		FROM ev`); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (string, string, int) {
-		var out, errb bytes.Buffer
-		code := runMain(ctx, args, &out, &errb, env("OUTBOX_DATABASE_URL", dbURL))
-		return out.String(), errb.String(), code
-	}
+	run := cli(ctx, dbURL)
 
 	if out, _, code := run("failed", "--count"); code != 0 || strings.TrimSpace(out) != "5" {
 		t.Fatalf("failed --count = %q (exit %d), want 5", out, code)
@@ -98,11 +104,7 @@ func TestHeldAndSkip_MirrorTheSQLOperations(t *testing.T) {
 		FROM ev`); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (string, string, int) {
-		var out, errb bytes.Buffer
-		code := runMain(ctx, args, &out, &errb, env("OUTBOX_DATABASE_URL", dbURL))
-		return out.String(), errb.String(), code
-	}
+	run := cli(ctx, dbURL)
 
 	out, _, code := run("held")
 	if code != 0 || !strings.Contains(out, "-000000000001") || !strings.Contains(out, "MESSAGE_TOO_LARGE") ||
