@@ -273,11 +273,10 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	if err := r.checkSchema(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
-	pub, err := kafka.Connect(ctx, r.cfg.Kafka, r.log)
+	// Kafka down at start is an outage like any other: the stream starts
+	// and waits for it, or spills.
+	pub, err := kafka.Open(r.cfg.Kafka, r.log)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil // ctx ended while Kafka was down
-		}
 		return err
 	}
 	defer func() {

@@ -87,23 +87,27 @@ func (p *Publisher) waitClosed(ctx context.Context) error {
 
 // waitIdle waits, with p.mu held, until nothing is in flight.
 func (p *Publisher) waitIdle(ctx context.Context) error {
-	for p.inFlight > 0 && ctx.Err() == nil {
+	for p.flying.n > 0 && ctx.Err() == nil {
 		p.cond.Wait()
 	}
 	return ctx.Err()
 }
 
 // returned books a message sarama gave back. unavailable != nil puts it in
-// line for resending and opens the breaker; otherwise its outcome is final.
-func (p *Publisher) returned(m *Message, unavailable error) {
+// line for resending and opens the breaker; otherwise out is its final
+// outcome. A message Defer gave its outcome already only moves the breaker.
+func (p *Publisher) returned(m *Message, out Outcome, unavailable error) {
 	p.mu.Lock()
-	p.inFlight--
-	var deferred bool
+	p.flying.remove(m)
+	report := !m.given
 	if unavailable != nil {
-		if p.deferring {
-			m.Outcome, deferred = Outcome{Result: Deferred}, true
-		} else {
+		switch {
+		case m.given:
+		case p.deferring:
+			m.Outcome = Outcome{Result: Deferred}
+		default:
 			p.resend = append(p.resend, m)
+			report = false
 		}
 		switch p.state {
 		case BreakerClosed:
@@ -114,21 +118,30 @@ func (p *Publisher) returned(m *Message, unavailable error) {
 		}
 		p.enter(BreakerOpen)
 		p.startRecovery()
-	} else if p.state == BreakerHalfOpen {
-		p.closeBreaker("probe delivered")
+	} else {
+		if report {
+			m.Outcome = out
+		}
+		if p.state == BreakerHalfOpen {
+			p.closeBreaker("probe delivered")
+		}
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
-	if unavailable == nil || deferred {
+	if report {
 		m.to.Done(m)
 	}
 }
 
 // Defer switches what an outage does to messages. On: every message
-// waiting to be resent, every message sarama gives back as unavailable and
-// every message Publish is given while the breaker is not closed gets the
-// outcome Deferred at once instead of waiting for the cluster; the relay
-// queues them (spill). The breaker still recovers by itself: with nothing to
+// waiting to be resent, every message still in sarama's hands (unless the
+// breaker has closed meanwhile, when they are about to arrive), every
+// message sarama gives back as unavailable and every message Publish is
+// given while the breaker is not closed gets the outcome Deferred at once
+// instead of waiting for the cluster; the relay queues them (spill). A
+// message sarama had may still reach Kafka as the old producer closes, so
+// it can arrive twice, never out of order: no new producer sends until the
+// old one has closed. The breaker still recovers by itself: with nothing to
 // resend, a new producer that connects closes it. Off: outages are waited
 // out again.
 func (p *Publisher) Defer(on bool) {
@@ -137,11 +150,19 @@ func (p *Publisher) Defer(on bool) {
 	var given []*Message
 	if on {
 		given, p.resend = p.resend, nil
+		for m := p.flying.head; m != nil && p.state != BreakerClosed; m = m.next {
+			if !m.given {
+				m.given = true
+				given = append(given, m)
+			}
+		}
+		for _, m := range given {
+			m.Outcome = Outcome{Result: Deferred}
+		}
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
 	for _, m := range given {
-		m.Outcome = Outcome{Result: Deferred}
 		m.to.Done(m)
 	}
 }
@@ -161,7 +182,10 @@ func (p *Publisher) UnavailableFor() time.Duration {
 func (p *Publisher) resendAlone(m *Message) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.inFlight--
+	p.flying.remove(m)
+	if m.given {
+		return // deferred already: the relay queued it
+	}
 	m.alone = true
 	p.resend = append(p.resend, m)
 	p.startRecovery()
@@ -256,10 +280,20 @@ func (p *Publisher) reconnect(ctx context.Context) bool {
 			p.use(producer) // Close retires it
 		}
 		return false
+	case isRefusal(err):
+		// The cluster answers now and refuses this configuration: said
+		// once per change, and tried again (credentials can be fixed on
+		// the broker's side).
+		if err.Error() != p.refusal {
+			p.refusal = err.Error()
+			p.log.Error("kafka refuses the relay's configuration; delivery stays paused until it accepts it", zap.Error(err))
+		}
+		return false
 	case err != nil:
 		p.log.Debug("kafka still unavailable: could not connect a producer", zap.Error(err), zap.Duration("after", d))
 		return false
 	}
+	p.refusal = ""
 	p.use(producer)
 	return true
 }
@@ -309,7 +343,7 @@ func (p *Publisher) resendInOrder(ctx context.Context) error {
 // send hands m to the current producer. Called with p.mu held; it lets go
 // while the producer's input takes m.
 func (p *Publisher) send(m *Message) {
-	p.inFlight++
+	p.flying.push(m)
 	in := p.producer.Input()
 	p.mu.Unlock()
 	in <- &m.Record

@@ -97,7 +97,15 @@ type breakerBundle struct {
 // connect at once (zero backoff) unless refused.
 func setupBreaker(t *testing.T) *breakerBundle {
 	t.Helper()
-	b := &breakerBundle{first: newFakeProducer(), producers: make(chan *fakeProducer, 8), out: make(outcomes, 16)}
+	return setupBreakerOn(t, newFakeProducer(), 0)
+}
+
+// setupBreakerOn gives a publisher on first (nil: none, the cluster was not
+// reached) whose next refused connects fail.
+func setupBreakerOn(t *testing.T, first *fakeProducer, refused int32) *breakerBundle {
+	t.Helper()
+	b := &breakerBundle{first: first, producers: make(chan *fakeProducer, 8), out: make(outcomes, 16)}
+	b.refuse.Store(refused)
 	connect := func() (sarama.AsyncProducer, error) {
 		if b.refuse.Add(-1) >= 0 {
 			return nil, sarama.ErrOutOfBrokers
@@ -107,7 +115,11 @@ func setupBreaker(t *testing.T) *breakerBundle {
 		return f, nil
 	}
 	topics := func(string) ([]int32, error) { return []int32{0}, nil }
-	b.pub = newPublisher(b.first, connect, topics, &backoff.ZeroBackOff{}, zaptest.NewLogger(t))
+	var producer sarama.AsyncProducer // a nil *fakeProducer is not a nil interface
+	if first != nil {
+		producer = first
+	}
+	b.pub = newPublisher(producer, connect, topics, &backoff.ZeroBackOff{}, zaptest.NewLogger(t))
 	t.Cleanup(func() {
 		if err := b.pub.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -294,4 +306,58 @@ func TestBreaker_PublishGivesUpWhenItsContextEndsDuringAnOutage(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Publish still waits 5s after its context ended")
 	}
+}
+
+func TestBreaker_StartsOpenWhenTheClusterIsUnreachableAndClosesOnceAProducerConnects(t *testing.T) {
+	t.Parallel()
+	b := setupBreakerOn(t, nil, 2)
+	if s := b.pub.State(); s != BreakerOpen {
+		t.Fatalf("breaker is %s without a producer, want open", s)
+	}
+	if b.pub.UnavailableFor() <= 0 {
+		t.Fatal("UnavailableFor is 0 with the breaker open since the start")
+	}
+	b.publish(t, "a") // waits for the connection, after two refusals
+	first := b.nextProducer(t)
+	first.ok(expectSent(t, first, "a"), 1)
+	if m := b.out.next(t); m.Outcome.Result != Sent {
+		t.Fatalf("outcome %+v, want Sent", m.Outcome)
+	}
+	b.waitState(t, BreakerClosed)
+}
+
+func TestBreaker_DeferGivesWhatSaramaStillHoldsItsOutcomeAtOnceAndNeverASecond(t *testing.T) {
+	t.Parallel()
+	b := setupBreaker(t)
+	b.refuse.Store(1 << 30) // no new producer until the test says so
+	b.publish(t, "a", "b")
+	a, held := expectSent(t, b.first, "a"), expectSent(t, b.first, "b")
+	b.first.fail(a, sarama.ErrOutOfBrokers)
+	b.waitState(t, BreakerOpen)
+
+	b.pub.Defer(true) // "b" is still in sarama's hands
+	got := map[string]Result{}
+	for range 2 {
+		m := b.out.next(t)
+		got[value(m)] = m.Outcome.Result
+	}
+	if got["a"] != Deferred || got["b"] != Deferred {
+		t.Fatalf("outcomes %v, want a and b Deferred", got)
+	}
+
+	// Sarama delivers "b" after all: the relay has queued it already, so
+	// the publisher says nothing more of it, and only then retires the
+	// producer that saw the outage.
+	b.first.ok(held, 9)
+	b.refuse.Store(0)
+	second := b.nextProducer(t)
+	<-b.first.closed
+	b.waitState(t, BreakerClosed) // nothing to resend
+	if n := len(b.out); n != 0 {
+		t.Fatalf("%d more outcomes after Defer gave them all", n)
+	}
+	if held.Outcome.Result != Deferred {
+		t.Fatalf("b's outcome became %+v after it was reported Deferred", held.Outcome)
+	}
+	second.idle(t, "nothing was left to resend")
 }

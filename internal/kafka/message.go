@@ -38,6 +38,10 @@ type Message struct {
 	to    Receiver
 	seq   uint64 // the order Publish was given it in; resends keep it
 	alone bool   // resent by itself after a broker rejected its batch as too large
+	// given: Defer gave it the outcome Deferred while sarama still had it;
+	// whatever sarama says of it later is not reported.
+	given      bool
+	prev, next *Message // in the publisher's flight list
 }
 
 // Build makes m's record from ev, or says why ev cannot be a message.

@@ -10,7 +10,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
-	"github.com/outbox-relay/outbox-relay/internal/outage"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -57,7 +56,7 @@ type Publisher struct {
 	log     *zap.Logger
 	backoff backoff.BackOff
 	topics  topicChecker
-	client  sarama.Client // metadata lookups; nil in tests
+	dial    *dialer // nil in tests
 
 	stopCtx  context.Context // ends recovery at Close
 	stopping context.CancelFunc
@@ -68,75 +67,65 @@ type Publisher struct {
 	collected  chan struct{}        // closed when producer's outcomes are all read
 	state      BreakerState
 	recovering bool
-	inFlight   int        // handed to sarama, not yet returned
+	flying     flight     // handed to sarama, not yet returned
 	resend     []*Message // came back "unavailable", waiting to be resent
 	openedAt   time.Time
 	deferring  bool // outage messages get Deferred instead of waiting (Defer)
 	nextSeq    uint64
 	onState    func(BreakerState) // OnTransition's listener
+	refusal    string             // the last refusal recovery logged
 }
 
 // OnTransition has fn called (with the publisher's lock held: it must be
-// quick) each time the breaker changes state. Set it before publishing.
+// quick) each time the breaker changes state, and at once if it is not
+// closed. Set it before publishing.
 func (p *Publisher) OnTransition(fn func(BreakerState)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.onState = fn
+	if p.state != BreakerClosed {
+		fn(p.state)
+	}
 }
 
-// Connect makes a Publisher for cfg, waiting (and logging once) while the
-// cluster is unreachable. It returns ctx's error if ctx ends first, and at
-// once for a configuration that can never work.
-func Connect(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, error) {
+// Open makes a Publisher for cfg and connects it. A configuration that can
+// never work is an error. A cluster that cannot be reached is not: the
+// publisher then starts with its breaker open and connects in the
+// background, so the relay can stream (and spill) meanwhile.
+func Open(cfg Config, log *zap.Logger) (*Publisher, error) {
 	sc, err := cfg.Sarama()
 	if err != nil {
 		return nil, err
 	}
-	connect := func() (sarama.AsyncProducer, error) { return sarama.NewAsyncProducer(cfg.Brokers, sc) }
-	down := outage.New(log, "kafka")
-	bo := retry.Reconnect(500*time.Millisecond, 30*time.Second)
-	// One client for metadata lookups lives as long as the publisher;
-	// producers come and go with outages.
-	var client sarama.Client
-	for {
-		if client == nil {
-			client, err = sarama.NewClient(cfg.Brokers, sc)
-		}
-		var producer sarama.AsyncProducer
-		if err == nil {
-			producer, err = connect()
-		}
-		if err == nil {
-			down.Recovered()
-			p := newPublisher(producer, connect, client.Partitions, retry.Reconnect(200*time.Millisecond, 30*time.Second), log)
-			p.client = client
-			return p, nil
-		}
-		if rerr := refused(err, cfg, sc); rerr != nil {
-			err = rerr
-		} else {
-			down.Failed(err)
-			if outage.Sleep(ctx, bo.NextBackOff()) {
-				continue
-			}
-			err = ctx.Err()
-		}
-		if client != nil {
-			err = errors.Join(err, client.Close())
-		}
-		return nil, err
+	d := &dialer{cfg: cfg, sc: sc}
+	producer, err := d.producer()
+	switch {
+	case isRefusal(err):
+		return nil, errors.Join(err, d.close())
+	case err != nil:
+		log.Warn("kafka unavailable at start: circuit breaker open, delivery paused until it connects; events are not failed",
+			zap.Error(err))
 	}
+	p := newPublisher(producer, d.producer, d.partitions, retry.Reconnect(200*time.Millisecond, 30*time.Second), log)
+	p.dial = d
+	return p, nil
 }
 
 // newPublisher sends through producer; connect makes a replacement after an
 // outage, and bo paces those attempts while the cluster is down. lookup finds
-// a topic's partitions (sarama's cached client metadata).
+// a topic's partitions (sarama's cached client metadata). A nil producer
+// starts the publisher with its breaker open, recovering.
 func newPublisher(producer sarama.AsyncProducer, connect func() (sarama.AsyncProducer, error),
 	lookup func(string) ([]int32, error), bo backoff.BackOff, log *zap.Logger) *Publisher {
 	p := &Publisher{connect: connect, backoff: bo, log: log, topics: topicChecker{lookup: lookup, bad: map[string]badTopic{}}}
 	p.stopCtx, p.stopping = context.WithCancel(context.Background())
 	p.cond = sync.NewCond(&p.mu)
-	p.use(producer)
+	if producer == nil {
+		p.state, p.openedAt = BreakerOpen, time.Now()
+		p.startRecovery()
+	} else {
+		p.use(producer)
+	}
 	return p
 }
 
@@ -181,7 +170,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []*Message, to Receiver) e
 			to.Done(m)
 			continue
 		}
-		p.inFlight++
+		p.flying.push(m)
 		p.nextSeq++
 		m.seq = p.nextSeq
 		in := p.producer.Input()
@@ -215,9 +204,7 @@ func (p *Publisher) collect(producer sarama.AsyncProducer, collected chan struct
 				succ = nil
 				continue
 			}
-			m := r.Metadata.(*Message)
-			m.Outcome = Outcome{Result: Sent, Partition: r.Partition, Offset: r.Offset, At: time.Now()}
-			p.returned(m, nil)
+			p.returned(r.Metadata.(*Message), Outcome{Result: Sent, Partition: r.Partition, Offset: r.Offset, At: time.Now()}, nil)
 		case pe, ok := <-errs:
 			if !ok {
 				errs = nil
@@ -232,7 +219,7 @@ func (p *Publisher) collect(producer sarama.AsyncProducer, collected chan struct
 func (p *Publisher) failed(m *Message, err error) {
 	switch class, reason := classify(err); class {
 	case classUnavailable:
-		p.returned(m, err)
+		p.returned(m, Outcome{}, err)
 	case classMessage:
 		if reason == ReasonMessageTooLarge && !isClientSizeCheck(err) && !m.alone {
 			// The broker judges the batch: try the message by itself
@@ -240,11 +227,9 @@ func (p *Publisher) failed(m *Message, err error) {
 			p.resendAlone(m)
 			return
 		}
-		m.Outcome = Outcome{Result: Rejected, Reason: reason, Err: err}
-		p.returned(m, nil)
+		p.returned(m, Outcome{Result: Rejected, Reason: reason, Err: err}, nil)
 	default:
-		m.Outcome = Outcome{Result: Failed, Err: err}
-		p.returned(m, nil)
+		p.returned(m, Outcome{Result: Failed, Err: err}, nil)
 	}
 }
 
@@ -264,8 +249,8 @@ func (p *Publisher) Close() error {
 		err = producer.Close()
 		<-collected
 	}
-	if p.client != nil {
-		err = errors.Join(err, p.client.Close())
+	if p.dial != nil {
+		err = errors.Join(err, p.dial.close())
 	}
 	return err
 }

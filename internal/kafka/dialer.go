@@ -1,0 +1,87 @@
+package kafka
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/IBM/sarama"
+)
+
+// dialer connects to the cluster: one metadata client, made on the first
+// connection that succeeds and kept, and a producer per connection (a new
+// one after each outage).
+type dialer struct {
+	cfg Config
+	sc  *sarama.Config
+
+	mu     sync.Mutex
+	client sarama.Client // nil until the cluster was first reached
+}
+
+// refusal is a connection error that waiting cannot fix (see refused): the
+// configuration or the credentials.
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
+
+// producer connects a new producer, and the metadata client first if there
+// is none yet. Only the publisher's recovery (or Open) calls it, one call
+// at a time. An error that waiting cannot fix is a refusal.
+func (d *dialer) producer() (sarama.AsyncProducer, error) {
+	d.mu.Lock()
+	connected := d.client != nil
+	d.mu.Unlock()
+	if !connected {
+		client, err := sarama.NewClient(d.cfg.Brokers, d.sc)
+		if err != nil {
+			return nil, d.explain(err)
+		}
+		d.mu.Lock()
+		d.client = client
+		d.mu.Unlock()
+	}
+	producer, err := sarama.NewAsyncProducer(d.cfg.Brokers, d.sc)
+	if err != nil {
+		return nil, d.explain(err)
+	}
+	return producer, nil
+}
+
+// explain turns an error waiting cannot fix into a refusal.
+func (d *dialer) explain(err error) error {
+	if rerr := refused(err, d.cfg, d.sc); rerr != nil {
+		return refusal{rerr}
+	}
+	return err
+}
+
+// partitions looks a topic's partitions up through the metadata client.
+// Before the cluster was first reached it answers ErrNotConnected, which
+// says "unavailable", not "bad topic".
+func (d *dialer) partitions(topic string) ([]int32, error) {
+	d.mu.Lock()
+	client := d.client
+	d.mu.Unlock()
+	if client == nil {
+		return nil, sarama.ErrNotConnected
+	}
+	return client.Partitions(topic)
+}
+
+// close closes the metadata client, if there is one.
+func (d *dialer) close() error {
+	d.mu.Lock()
+	client := d.client
+	d.client = nil
+	d.mu.Unlock()
+	if client == nil {
+		return nil
+	}
+	return client.Close()
+}
+
+// isRefusal reports whether err is one that waiting cannot fix.
+func isRefusal(err error) bool {
+	var r refusal
+	return errors.As(err, &r)
+}
