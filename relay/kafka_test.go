@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -124,6 +125,43 @@ func TestKafka_WrongSCRAMPasswordFailsAtStartWithoutBurningAnAttempt(t *testing.
 	}
 	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries`); n != 0 {
 		t.Errorf("%d delivery rows after a start-up failure; want none (no attempt burned)", n)
+	}
+}
+
+func TestKafka_WrongCredentialsMetAfterAnUnreachableStartAreLoggedAndBurnNoAttempt(t *testing.T) {
+	t.Parallel()
+	const password = "not-the-password-5c1e"
+	sasl := []kfake.Opt{kfake.SeedTopics(1, "orders"), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "relay", "relay-pw")}
+	b := setup(t, sasl...)
+	addr := b.cluster.ListenAddrs()[0]
+	b.cluster.Close()
+	core, logs := observer.New(zap.InfoLevel)
+	cfg := b.config(t)
+	cfg.Logger = zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
+	cfg.Kafka.SASLMechanism, cfg.Kafka.SASLUser, cfg.Kafka.SASLPassword = "SCRAM-SHA-512", "relay", password
+	cfg.ShutdownTimeout = time.Second // the event stays undelivered: no drain to wait for
+	// Nothing answers: the relay cannot know yet that the password is wrong.
+	b.startRelay(t, cfg)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"n": 1}')`)
+
+	var port int
+	_, _ = fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &port)
+	c, err := kfake.NewCluster(append(sasl, kfake.NumBrokers(1), kfake.Ports(port))...)
+	if err != nil {
+		t.Fatalf("starting kfake on %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	pgtest.Eventually(t, 30*time.Second, "the refusal logged at ERROR", func() (bool, string) {
+		n := logs.FilterMessageSnippet("kafka refuses the relay's configuration").FilterLevelExact(zap.ErrorLevel).Len()
+		return n > 0, fmt.Sprintf("%d such lines", n)
+	})
+	for _, e := range logs.All() {
+		if line := fmt.Sprintf("%s %v", e.Message, e.ContextMap()); strings.Contains(line, password) {
+			t.Errorf("the password reached the log: %s", line)
+		}
+	}
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE attempts > 0 OR status <> 'PENDING'`); n != 0 {
+		t.Errorf("%d delivery rows with an attempt or a final status; want none (no attempt burned)", n)
 	}
 }
 

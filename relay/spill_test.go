@@ -113,3 +113,29 @@ func TestSpill_ALongKafkaOutageMovesToTheTableAndTheSlotKeepsUp(t *testing.T) {
 		})
 	}
 }
+
+func TestSpill_ARelayStartedWhileKafkaIsUnreachableStreamsSpillsAndDeliversOnceItIsUp(t *testing.T) {
+	t.Parallel()
+	b, restart := setupRestartable(t)
+	b.cluster.Close() // Kafka was never reachable for this relay
+	cfg := b.config(t)
+	cfg.SpillAfter = 2 * time.Second
+	cfg.Poll.Interval = 50 * time.Millisecond
+	b.startRelay(t, cfg) // streams: it does not wait for Kafka
+
+	const n = 600
+	<-writeEvents(t, b, n, nil)
+	// Every event gets a PENDING row and the slot is confirmed past them,
+	// though Kafka has not been reachable once: the server can recycle WAL.
+	pgtest.Eventually(t, 30*time.Second, "every event queued and the slot confirmed past them", func() (bool, string) {
+		queued := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'PENDING' AND attempts = 0`)
+		behind := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_replication_slots
+			WHERE slot_name = $1 AND confirmed_flush_lsn < (SELECT max(commit_lsn) FROM outbox.deliveries)`, b.slot)
+		return queued == n && behind == 0, fmt.Sprintf("%d of %d queued, slot behind the last queued commit: %v", queued, n, behind == 1)
+	})
+	unconfirmed, _ := b.slotWAL(t)
+	t.Logf("FIGURES kafka unreachable from the start: %d events queued, unconfirmed WAL %d kB", n, unconfirmed>>10)
+
+	restart()
+	checkDelivered(t, b, n)
+}
