@@ -144,13 +144,7 @@ func TestKafka_WrongCredentialsMetAfterAnUnreachableStartAreLoggedAndBurnNoAttem
 	b.startRelay(t, cfg)
 	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"n": 1}')`)
 
-	var port int
-	_, _ = fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &port)
-	c, err := kfake.NewCluster(append(sasl, kfake.NumBrokers(1), kfake.Ports(port))...)
-	if err != nil {
-		t.Fatalf("starting kfake on %s: %v", addr, err)
-	}
-	t.Cleanup(c.Close)
+	restartKafka(t, addr, sasl...)
 	pgtest.Eventually(t, 30*time.Second, "the refusal logged at ERROR", func() (bool, string) {
 		n := logs.FilterMessageSnippet("kafka refuses the relay's configuration").FilterLevelExact(zap.ErrorLevel).Len()
 		return n > 0, fmt.Sprintf("%d such lines", n)

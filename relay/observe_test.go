@@ -129,10 +129,7 @@ func TestMetrics_CountersEqualWhatHappened(t *testing.T) {
 
 func TestProbes_NotReadyDuringAKafkaOutageOrAsAStandby(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	b := setup(t, kfake.SeedTopics(3, "orders"), kfake.DataDir(dir))
-	var port int
-	_, _ = fmt.Sscanf(b.brokers[0][strings.LastIndexByte(b.brokers[0], ':')+1:], "%d", &port)
+	b, restart := setupRestartable(t)
 	cfg := b.config(t)
 	srv, _ := b.serveMetrics(t, cfg)
 	b.waitStreaming(t, cfg)
@@ -154,11 +151,7 @@ func TestProbes_NotReadyDuringAKafkaOutageOrAsAStandby(t *testing.T) {
 		code, reason := probe(t, srv, "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(reason, "kafka"), fmt.Sprintf("%d %s", code, reason)
 	})
-	restarted, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir), kfake.SeedTopics(3, "orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(restarted.Close)
+	restart()
 	pgtest.Eventually(t, 60*time.Second, "ready after the outage", func() (bool, string) {
 		code, reason := probe(t, srv, "/readyz")
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, reason)

@@ -2,9 +2,10 @@ package relay_test
 
 import (
 	"context"
-	"fmt"
+	"net"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,17 +21,26 @@ import (
 func setupRestartable(t *testing.T) (b *testBundle, restart func()) {
 	t.Helper()
 	dir := t.TempDir()
-	b = setup(t, kfake.SeedTopics(3, "orders"), kfake.DataDir(dir))
+	opts := []kfake.Opt{kfake.SeedTopics(3, "orders"), kfake.DataDir(dir)}
+	b = setup(t, opts...)
 	addr := b.cluster.ListenAddrs()[0]
-	var port int
-	_, _ = fmt.Sscanf(addr[len("127.0.0.1:"):], "%d", &port)
-	return b, func() {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir), kfake.SeedTopics(3, "orders"))
-		if err != nil {
-			t.Fatalf("restarting kfake on %s: %v", addr, err)
-		}
-		t.Cleanup(c.Close)
+	return b, func() { restartKafka(t, addr, opts...) }
+}
+
+// restartKafka starts a one-broker cluster with opts on addr's port, where
+// the test closed one; it is closed at cleanup.
+func restartKafka(t *testing.T, addr string, opts ...kfake.Opt) {
+	t.Helper()
+	_, p, _ := net.SplitHostPort(addr)
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatalf("broker address %q: %v", addr, err)
 	}
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.Ports(port)}, opts...)...)
+	if err != nil {
+		t.Fatalf("restarting kfake on %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
 }
 
 // writeEvents commits n events, one small transaction at a time, keyed over
