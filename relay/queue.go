@@ -59,7 +59,7 @@ func (q *queue) seqOf(e *event) (seq *uint64, ok bool) {
 	return q.keys[string(q.buf)], true
 }
 
-// route marks the events of b (numbered lastSeq-len+1 .. lastSeq) that
+// route marks the events of b (numbered firstSeq .. lastSeq) that
 // queue, and returns how many do.
 func (q *queue) route(b *batch) (queued int) {
 	q.mu.Lock()
@@ -67,7 +67,7 @@ func (q *queue) route(b *batch) (queued int) {
 	if !q.spilling && len(q.keys) == 0 {
 		return 0
 	}
-	first := b.lastSeq - uint64(len(b.events)) + 1
+	first := b.firstSeq()
 	for i := range b.events {
 		e := &b.events[i]
 		if e.skip || e.invalid != "" {

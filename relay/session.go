@@ -27,6 +27,9 @@ type batch struct {
 	done     chan struct{}
 }
 
+// firstSeq is the session's number of b's first event (lastSeq is its last).
+func (b *batch) firstSeq() uint64 { return b.lastSeq - uint64(len(b.events)) + 1 }
+
 func newBatch(capacity int) *batch {
 	return &batch{events: make([]event, 0, capacity), done: make(chan struct{})}
 }
@@ -387,7 +390,7 @@ func (s *session) write() error {
 		rows.Reset()
 		var firstAck time.Time
 		for _, b := range group {
-			first := b.lastSeq - uint64(len(b.events)) + 1
+			first := b.firstSeq()
 			for i := range b.events {
 				if e := &b.events[i]; !e.skip {
 					o := s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0)
