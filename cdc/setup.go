@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 )
 
 // Errors callers branch on.
@@ -23,6 +25,10 @@ var (
 	// than max_slot_wal_keep_size); it can never stream again and must be
 	// dropped and created anew.
 	ErrSlotInvalid = errors.New("replication slot invalidated")
+	// ErrWalSendersFull: the server refused the replication connection
+	// because max_wal_senders connections are open. Retried: one may be a
+	// relay's old connection still going away.
+	ErrWalSendersFull = errors.New("max_wal_senders reached")
 )
 
 // SlotInUseError says another process streams from the slot: this one is a
@@ -145,22 +151,54 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, er
 	return info, nil
 }
 
-// DropSlot drops slot if it exists. A slot in use is not dropped: the
-// error is a *SlotInUseError.
-func DropSlot(ctx context.Context, databaseURL, slot string) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
+// DropSlot drops slot if it exists and reports whether it did. A slot in
+// use is not dropped: the error is a *SlotInUseError.
+func DropSlot(ctx context.Context, databaseURL, slot string) (dropped bool, err error) {
+	conn, err := pgdial.Connect(ctx, databaseURL, TimeoutDefault)
 	if err != nil {
-		return fmt.Errorf("connecting to postgres: %w", err)
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+	tag, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
 	if err != nil {
 		if inUse := slotInUse(err, slot); inUse != nil {
-			return inUse
+			return false, inUse
 		}
-		return fmt.Errorf("dropping replication slot %q: %w", slot, err)
+		return false, fmt.Errorf("dropping replication slot %q: %w", slot, err)
 	}
-	return nil
+	return tag.RowsAffected() > 0, nil
+}
+
+// slotsFull turns the server's "all replication slots are in use" into an
+// ErrSetup that names max_replication_slots and the slots holding it, or
+// returns nil. conn is the replication connection that tried to create
+// the slot; it can still run queries.
+func slotsFull(ctx context.Context, conn *pgconn.PgConn, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "53400" || !strings.Contains(pgErr.Message, "replication slots") {
+		return nil
+	}
+	held := "(could not list them)"
+	res, qerr := conn.Exec(ctx, `SELECT current_setting('max_replication_slots') || ': ' || coalesce(string_agg(
+		format('%s (%s, %s)', slot_name, coalesce(database::text, 'physical'),
+		       CASE WHEN active THEN 'active, pid ' || active_pid ELSE 'inactive' END), ', ' ORDER BY slot_name), 'none')
+		FROM pg_replication_slots`).ReadAll()
+	if qerr == nil && len(res) == 1 && len(res[0].Rows) == 1 {
+		held = string(res[0].Rows[0][0])
+	}
+	return fmt.Errorf("%w: cannot create replication slot: %s (SQLSTATE %s); max_replication_slots = %s. "+
+		"Drop a slot that is no longer used (SELECT pg_drop_replication_slot('name')) or raise max_replication_slots "+
+		"in postgresql.conf and restart PostgreSQL", ErrSetup, pgErr.Message, pgErr.Code, held)
+}
+
+// walSendersFull marks the server's refusal of a replication connection
+// past max_wal_senders with ErrWalSendersFull, and returns err.
+func walSendersFull(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "53300" && strings.Contains(pgErr.Message, "max_wal_senders") {
+		return fmt.Errorf("%w (raise max_wal_senders in postgresql.conf if other clients use them all): %w", ErrWalSendersFull, err)
+	}
+	return err
 }
 
 // slotInUse turns the server's "replication slot ... is active for PID n"

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 )
 
 // Defaults for Config.
@@ -21,7 +23,13 @@ const (
 	SlotDefault           = "outbox_relay"
 	PublicationDefault    = "outbox_relay"
 	StatusIntervalDefault = time.Second
+	TimeoutDefault        = pgdial.TimeoutDefault
 )
+
+// ErrSilent: nothing at all came from the server on the replication
+// connection for Config.Timeout, although the stream asked for a reply.
+// The connection is dead or the server stuck; open a new stream.
+var ErrSilent = errors.New("replication connection silent")
 
 // Config says which slot to read and how often to report progress.
 type Config struct {
@@ -33,6 +41,13 @@ type Config struct {
 	Publication string
 	// StatusInterval is how often the confirmed position is sent to the server.
 	StatusInterval time.Duration
+	// Timeout is how long the replication connection may stay silent
+	// before Receive gives up on it (ErrSilent). After a quarter of it
+	// without a message, each status asks the server for a reply, so a live
+	// server is never silent that long. It also bounds every write on the
+	// connection, is the server's wal_sender_timeout for this connection,
+	// and the TCP user timeout of every connection cdc opens.
+	Timeout time.Duration
 	// Failover creates the slot with FAILOVER, so that it survives a
 	// failover to a standby (PostgreSQL 17 and newer; ErrSetup before).
 	Failover bool
@@ -52,6 +67,7 @@ func (c *Config) withDefaults() Config {
 	out.Slot = cmp.Or(out.Slot, SlotDefault)
 	out.Publication = cmp.Or(out.Publication, PublicationDefault)
 	out.StatusInterval = cmp.Or(out.StatusInterval, StatusIntervalDefault)
+	out.Timeout = cmp.Or(out.Timeout, TimeoutDefault)
 	return out
 }
 
@@ -75,7 +91,22 @@ type Stream struct {
 	lastCommitEnd pglogrepl.LSN // end LSN of the last commit handed out
 	walEnd        pglogrepl.LSN // the server's WAL end from the last keepalive
 	reported      pglogrepl.LSN // the last position sent to the server
+	heardAt       time.Time     // when the server was last heard (or we stopped reading)
+	broken        bool          // a read or write failed: the connection is unusable
 	active        atomic.Int64  // unix nanoseconds of the receive loop's last turn
+	heard         atomic.Int64  // heardAt, for other goroutines
+}
+
+// LastHeard is when the last message came from the server. Time the
+// stream spends not reading, because its output is full, counts as heard.
+func (s *Stream) LastHeard() time.Time { return time.Unix(0, s.heard.Load()) }
+
+// BackendPID is the process id of the walsender serving this stream.
+func (s *Stream) BackendPID() uint32 { return s.conn.PID() }
+
+func (s *Stream) hear(now time.Time) {
+	s.heardAt = now
+	s.heard.Store(now.UnixNano())
 }
 
 // LastActive is when the receive loop last made progress: received a
@@ -89,16 +120,16 @@ func (s *Stream) LastActive() time.Time { return time.Unix(0, s.active.Load()) }
 // invalidated one ErrSlotInvalid.
 func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	cfg = cfg.withDefaults()
-	sc, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	sc, err := pgdial.Connect(ctx, cfg.DatabaseURL, cfg.Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to postgres: %w", err)
+		return nil, err
 	}
 	defer sc.Close(context.WithoutCancel(ctx))
 	slot, err := Prepare(ctx, sc, cfg)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := connectReplication(ctx, cfg.DatabaseURL)
+	conn, err := connectReplication(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -110,16 +141,21 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	return s, nil
 }
 
-func connectReplication(ctx context.Context, databaseURL string) (*pgconn.PgConn, error) {
-	pc, err := pgconn.ParseConfig(databaseURL)
+func connectReplication(ctx context.Context, cfg Config) (*pgconn.PgConn, error) {
+	pc, err := pgconn.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database URL: %w", err)
 	}
 	pc.RuntimeParams["replication"] = "database"
 	pc.RuntimeParams["application_name"] = "outbox-relay"
+	// The walsender gives up on a relay that stops answering after the same
+	// silence as the relay gives up on it, and pings at half of it: a relay
+	// that lost its connection finds the slot free again that soon.
+	pc.RuntimeParams["wal_sender_timeout"] = fmt.Sprint(cfg.Timeout.Milliseconds())
+	pgdial.Apply(pc, cfg.Timeout)
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("opening replication connection: %w", err)
+		return nil, walSendersFull(fmt.Errorf("opening replication connection: %w", err))
 	}
 	return conn, nil
 }
@@ -155,10 +191,12 @@ func start(ctx context.Context, conn *pgconn.PgConn, sc *pgx.Conn, cfg Config, s
 	if err != nil {
 		return nil, fmt.Errorf("parsing WAL position %q: %w", current, err)
 	}
-	return &Stream{
+	s := &Stream{
 		cfg: cfg, conn: conn, dec: newDecoder(), replayUntil: replayUntil,
 		started: slot.ConfirmedFlush, reported: slot.ConfirmedFlush, lastCommitEnd: slot.ConfirmedFlush,
-	}, nil
+	}
+	s.hear(time.Now())
+	return s, nil
 }
 
 // createSlot creates the slot on the replication connection, exporting its
@@ -182,6 +220,9 @@ func createSlot(ctx context.Context, conn *pgconn.PgConn, cfg Config) (pglogrepl
 	if err != nil {
 		if inUse := slotInUse(err, cfg.Slot); inUse != nil {
 			return 0, inUse
+		}
+		if full := slotsFull(ctx, conn, err); full != nil {
+			return 0, full
 		}
 		return 0, fmt.Errorf("creating replication slot %q: %w", cfg.Slot, err)
 	}
@@ -210,19 +251,34 @@ func (s *Stream) StartLSN() pglogrepl.LSN { return s.started }
 // it confirms pos.Confirmed(). When every transaction handed out is durable
 // and none is open, it confirms the server's WAL end from keepalives, so a
 // quiet outbox beside busy tables does not hold WAL back. A full out blocks
-// Receive, which keeps reporting status while it waits.
+// Receive, which keeps reporting status while it waits. A server silent for
+// Config.Timeout ends it with ErrSilent.
 func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner) error {
+	err := s.receive(ctx, out, pos)
+	if err != nil {
+		s.broken = true
+	}
+	return err
+}
+
+func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner) error {
 	next := time.Now()
+	quiet := s.cfg.Timeout / 4
 	for {
 		now := time.Now()
 		s.active.Store(now.UnixNano())
+		silent := now.Sub(s.heardAt)
+		if silent >= s.cfg.Timeout {
+			return fmt.Errorf("%w: nothing from the server on slot %q for %s (--replication-timeout %s)",
+				ErrSilent, s.cfg.Slot, silent.Round(time.Millisecond), s.cfg.Timeout)
+		}
 		if !now.Before(next) {
-			if err := s.sendStatus(pos, false); err != nil {
+			if err := s.sendStatus(pos, silent >= quiet); err != nil {
 				return err
 			}
 			next = time.Now().Add(s.cfg.StatusInterval)
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
+		rctx, cancel := context.WithDeadline(ctx, earliest(next, s.heardAt.Add(s.cfg.Timeout)))
 		msg, err := s.conn.ReceiveMessage(rctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -234,6 +290,7 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 			}
 			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)
 		}
+		s.hear(time.Now())
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if len(msg.Data) == 0 {
@@ -281,13 +338,15 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 	}
 }
 
-// push hands ch to out, reporting status while out is full.
+// push hands ch to out, reporting status while out is full. The time it
+// waits is not the server's silence: it counts as heard.
 func (s *Stream) push(ctx context.Context, out chan<- Change, ch Change, pos Positioner, next *time.Time) error {
 	select {
 	case out <- ch:
 		return nil
 	default:
 	}
+	defer func() { s.hear(time.Now()) }()
 	for {
 		t := time.NewTimer(time.Until(*next))
 		select {
@@ -318,16 +377,34 @@ func (s *Stream) position(pos Positioner) pglogrepl.LSN {
 	return p
 }
 
+// sendStatus reports the position, asking the server to answer at once when
+// reply is set. The write fails after Config.Timeout: one into a dead
+// connection whose buffer is full would otherwise wait for ever.
 func (s *Stream) sendStatus(pos Positioner, reply bool) error {
 	p := s.position(pos)
+	nc := s.conn.Conn()
+	if err := nc.SetWriteDeadline(time.Now().Add(s.cfg.Timeout)); err != nil {
+		return fmt.Errorf("sending standby status: %w", err)
+	}
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: p, ReplyRequested: reply,
 	})
 	if err != nil {
+		s.broken = true
+		return fmt.Errorf("sending standby status on slot %q: %w", s.cfg.Slot, err)
+	}
+	if err := nc.SetWriteDeadline(time.Time{}); err != nil {
 		return fmt.Errorf("sending standby status: %w", err)
 	}
 	s.reported = p
 	return nil
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // Confirmed is the last position reported to the server.
@@ -335,13 +412,19 @@ func (s *Stream) Confirmed() pglogrepl.LSN { return s.reported }
 
 // Close confirms pos.Confirmed() one last time, ends replication cleanly so
 // the server has processed that confirmation, and closes the connection.
-// Call it after Receive has returned.
+// Call it after Receive has returned. A stream whose connection failed is
+// only closed: its slot moves on from what the server last took.
 func (s *Stream) Close(ctx context.Context, pos Positioner) error {
-	defer s.conn.Close(context.WithoutCancel(ctx))
+	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelClose()
+	defer s.conn.Close(closeCtx)
+	if s.broken {
+		return nil
+	}
 	if err := s.sendStatus(pos, false); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(5*time.Second, s.cfg.Timeout))
 	defer cancel()
 	if _, err := pglogrepl.SendStandbyCopyDone(ctx, s.conn); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("ending replication: %w", err)

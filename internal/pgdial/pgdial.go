@@ -1,0 +1,88 @@
+// Package pgdial opens the relay's PostgreSQL connections with TCP
+// keepalives and a TCP user timeout, so that a dead network path (no RST,
+// no FIN: a dropped NAT or firewall state, a hung host) fails a read or a
+// write in bounded time instead of after the kernel's 15-minute retry limit.
+package pgdial
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sys/unix"
+)
+
+// TimeoutDefault is how long a connection may go without the peer
+// acknowledging what was sent, or answering keepalives, before it fails.
+const TimeoutDefault = 30 * time.Second
+
+// Dialer returns a dial function for pgconn.Config.DialFunc: TCP keepalives
+// start after a third of timeout of silence, probe every sixth of it, and
+// the connection fails once data or probes stay unacknowledged for timeout
+// (TCP_USER_TIMEOUT). Unix sockets are dialed as they are.
+func Dialer(timeout time.Duration) pgconn.DialFunc {
+	if timeout <= 0 {
+		timeout = TimeoutDefault
+	}
+	d := &net.Dialer{
+		Timeout: timeout,
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable:   true,
+			Idle:     max(timeout/3, time.Second),
+			Interval: max(timeout/6, time.Second),
+			Count:    3,
+		},
+		Control: func(network, _ string, c syscall.RawConn) error {
+			if network != "tcp" && network != "tcp4" && network != "tcp6" {
+				return nil
+			}
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(timeout.Milliseconds()))
+			})
+			if err == nil {
+				err = serr
+			}
+			if err != nil {
+				return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", err)
+			}
+			return nil
+		},
+	}
+	return d.DialContext
+}
+
+// Apply sets cfg's dial function, and its fallbacks', to Dialer(timeout).
+func Apply(cfg *pgconn.Config, timeout time.Duration) {
+	cfg.DialFunc = Dialer(timeout)
+}
+
+// Connect opens one connection to databaseURL through Dialer(timeout).
+func Connect(ctx context.Context, databaseURL string, timeout time.Duration) (*pgx.Conn, error) {
+	cc, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database URL: %w", err)
+	}
+	Apply(&cc.Config, timeout)
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to postgres: %w", err)
+	}
+	return conn, nil
+}
+
+// PoolConfig parses databaseURL for a pool whose connections use
+// Dialer(timeout).
+func PoolConfig(databaseURL string, timeout time.Duration) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	Apply(&pc.ConnConfig.Config, timeout)
+	return pc, nil
+}
