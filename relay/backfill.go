@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
@@ -72,15 +72,16 @@ func (b *slotBackfill) end() {
 // the next session drops the slot and does it again
 // (recoverUnfinishedBackfill).
 func (r *Relay) startBackfill(ctx context.Context, snapshot string) (<-chan error, error) {
-	conn, err := pgx.Connect(ctx, r.cfg.DatabaseURL)
+	conn, err := pgdial.Connect(ctx, r.cfg.DatabaseURL, r.cfg.ReplicationTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to postgres: %w", err)
+		return nil, err
 	}
 	snap, release, err := store.ImportSnapshot(ctx, conn, snapshot)
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	snap = snap.WithStatementTimeout(r.cfg.StatementTimeout)
 	done := make(chan error, 1)
 	go func() {
 		defer conn.Close(context.WithoutCancel(ctx))
@@ -129,10 +130,16 @@ func (r *Relay) recoverUnfinishedBackfill(ctx context.Context) error {
 	if err != nil || !unfinished {
 		return err
 	}
-	if err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot); err != nil {
+	dropped, err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot)
+	if err != nil {
 		return err
 	}
-	r.log.Warn("the backfill of the replication slot did not finish (the relay stopped during it): "+
-		"dropped the slot to create it again and backfill", zap.String("slot", r.cfg.Slot))
+	if dropped {
+		r.log.Warn("the backfill of the replication slot did not finish (the relay stopped during it): "+
+			"dropped the slot to create it again and backfill", zap.String("slot", r.cfg.Slot))
+	} else {
+		r.log.Info("the replication slot was not created yet (an earlier attempt failed or stopped): creating it and backfilling",
+			zap.String("slot", r.cfg.Slot))
+	}
 	return nil
 }

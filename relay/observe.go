@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
@@ -53,8 +54,20 @@ func (r *Relay) Healthy() error {
 	return nil
 }
 
+// Progress is how long the streaming session has gone without a message
+// from the server, and without progress on the events it holds: zero when
+// it is not streaming.
+func (r *Relay) Progress() metrics.Progress {
+	s := r.current.Load()
+	if s == nil {
+		return metrics.Progress{}
+	}
+	return metrics.Progress{Silence: time.Since(s.stream.LastHeard()), Stalled: s.win.stalled()}
+}
+
 // Ready reports whether this instance can deliver: it streams (or polls,
-// in poll mode), Kafka is reachable and PostgreSQL is.
+// in poll mode), Kafka is reachable and PostgreSQL is, and the stream is
+// neither silent nor stalled for --replication-timeout.
 func (r *Relay) Ready() error {
 	switch role := r.role.Load(); {
 	case role == nil || *role == metrics.RoleStarting:
@@ -67,6 +80,18 @@ func (r *Relay) Ready() error {
 	}
 	if r.pollerDown.Down() || r.streamDown.Down() {
 		return errors.New("postgres unavailable")
+	}
+	limit := r.cfg.ReplicationTimeout
+	switch p := r.Progress(); {
+	case p.Silence >= limit:
+		return fmt.Errorf("nothing from postgres on the replication connection of slot %s for %s (--replication-timeout %s): reconnecting",
+			r.cfg.Slot, p.Silence.Round(time.Second), limit)
+	case p.Stalled >= limit:
+		return fmt.Errorf("events in flight have made no progress for %s (--replication-timeout %s): "+
+			"Kafka or the status writes to postgres are not completing", p.Stalled.Round(time.Second), limit)
+	}
+	if r.reconnecting.Load() {
+		return fmt.Errorf("the replication connection of slot %s went silent: reconnecting", r.cfg.Slot)
 	}
 	return nil
 }

@@ -87,6 +87,10 @@ const (
 	MaxInFlightBytesDefault = 16 << 20
 	ShutdownTimeoutDefault  = 30 * time.Second
 	StatusLingerDefault     = 10 * time.Millisecond
+	// ReplicationTimeoutDefault: see Config.ReplicationTimeout.
+	ReplicationTimeoutDefault = cdc.TimeoutDefault
+	// StatementTimeoutDefault: see Config.StatementTimeout.
+	StatementTimeoutDefault = 30 * time.Second
 )
 
 // Config configures a Relay.
@@ -96,6 +100,18 @@ type Config struct {
 	Publication string
 	// StatusInterval is how often the slot position is confirmed.
 	StatusInterval time.Duration
+	// ReplicationTimeout: when nothing at all arrives on the replication
+	// connection for this long (the relay asks the server for a reply once
+	// it has been quiet for a quarter of it), the relay closes it and
+	// streams again from the confirmed position. It is also the TCP user
+	// timeout of every connection to PostgreSQL, and /readyz turns 503 when
+	// the stream has been silent, or events in flight have made no
+	// progress, for as long.
+	ReplicationTimeout time.Duration
+	// StatementTimeout bounds every statement the relay runs; one that
+	// runs out is retried on a fresh connection, never counted against an
+	// event.
+	StatementTimeout time.Duration
 	// BatchSize caps the events per Kafka hand-off and per status statement.
 	BatchSize int
 	// StatusLinger is how long finished events may wait for others to share
@@ -147,6 +163,8 @@ func (c Config) withDefaults() Config {
 	c.Slot = cmp.Or(c.Slot, cdc.SlotDefault)
 	c.Publication = cmp.Or(c.Publication, cdc.PublicationDefault)
 	c.StatusInterval = cmp.Or(c.StatusInterval, cdc.StatusIntervalDefault)
+	c.ReplicationTimeout = cmp.Or(c.ReplicationTimeout, ReplicationTimeoutDefault)
+	c.StatementTimeout = cmp.Or(c.StatementTimeout, StatementTimeoutDefault)
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
 	c.MaxInFlightBytes = cmp.Or(c.MaxInFlightBytes, MaxInFlightBytesDefault)
@@ -192,6 +210,11 @@ func (c Config) Validate() error {
 		return errors.New("--status-interval must be at least 10ms")
 	case c.StatusLinger >= c.StatusInterval:
 		return fmt.Errorf("--status-linger (%s) must be shorter than --status-interval (%s)", c.StatusLinger, c.StatusInterval)
+	case c.ReplicationTimeout < time.Second || c.ReplicationTimeout < 4*c.StatusInterval:
+		return fmt.Errorf("--replication-timeout (%s) must be at least 1s and at least four times --status-interval (%s)",
+			c.ReplicationTimeout, c.StatusInterval)
+	case c.StatementTimeout < 100*time.Millisecond:
+		return fmt.Errorf("--statement-timeout (%s) must be at least 100ms", c.StatementTimeout)
 	}
 	if c.Mode != ModeStream && c.Mode != ModePoll {
 		return fmt.Errorf("--mode: %q is not stream or poll", c.Mode)
@@ -237,6 +260,9 @@ type Relay struct {
 	pollerDown *outage.Log   // PostgreSQL as the poller sees it
 	wake       chan struct{} // wakes the poller (wakePoller)
 	streamDown *outage.Log   // PostgreSQL as the replication stream sees it
+	// reconnecting is set from a silent stream's end until the next
+	// session streams: /readyz says so meanwhile.
+	reconnecting atomic.Bool
 }
 
 // New checks cfg and opens the store's connection pools; it does not
@@ -246,10 +272,11 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	st, err := store.Open(cfg.DatabaseURL)
+	st, err := store.Open(cfg.DatabaseURL, cfg.ReplicationTimeout)
 	if err != nil {
 		return nil, err
 	}
+	st = st.WithStatementTimeout(cfg.StatementTimeout)
 	if cfg.Now != nil {
 		st = st.WithClock(cfg.Now)
 	}
@@ -259,6 +286,7 @@ func New(cfg Config) (*Relay, error) {
 		streamDown: outage.New(cfg.Logger, "postgres replication stream")}
 	r.pollerDown = outage.New(r.pollerLog, "postgres (poller)")
 	r.setRole(metrics.RoleStarting)
+	cfg.Metrics.WatchProgress(r.Progress)
 	return r, nil
 }
 
@@ -302,7 +330,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	wg.Go(func() { p.run(pollCtx) })
 	wg.Go(func() { r.observe(pollCtx) })
 	if r.cfg.Retention > 0 {
-		ret := &retainer{dbURL: r.cfg.DatabaseURL, store: r.store, age: r.cfg.Retention, log: r.log,
+		ret := &retainer{dbURL: r.cfg.DatabaseURL, timeout: r.cfg.StatementTimeout, store: r.store, age: r.cfg.Retention, log: r.log,
 			deleted: func(n int64) { r.metrics.RetentionDeleted.Add(float64(n)) }}
 		wg.Go(func() { ret.run(pollCtx) })
 	}
@@ -360,6 +388,17 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.L
 			continue
 		case IsSetup(err):
 			return err
+		case errors.Is(err, cdc.ErrSilent):
+			// session logged it and ended the old walsender: stream again now.
+			bo.Reset()
+			if !outage.Sleep(ctx, bo.NextBackOff()) {
+				return nil
+			}
+			continue
+		case errors.Is(err, cdc.ErrWalSendersFull):
+			r.log.Warn("postgres refused the replication connection: max_wal_senders connections are open "+
+				"(an old connection of this relay may still be going away); retrying. Raise max_wal_senders if other clients use them all",
+				zap.String("slot", r.cfg.Slot), zap.Error(err))
 		case errors.As(err, &inUse):
 			if role := r.role.Load(); role == nil || *role != metrics.RoleStandby { // once per spell as a standby
 				r.log.Info("standby: "+inUse.Error()+"; taking over when it is free",
@@ -401,7 +440,7 @@ func (r *Relay) invalidSlot(ctx context.Context, invalid error) error {
 			"(SELECT pg_drop_replication_slot('%s')) and start it again, or run with --on-invalid-slot=recreate, "+
 			"to create the slot again and backfill", invalid, r.cfg.Slot)
 	}
-	if err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot); err != nil {
+	if _, err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot); err != nil {
 		return fmt.Errorf("dropping invalidated slot %q: %w", r.cfg.Slot, err)
 	}
 	r.log.Warn("dropped the invalidated slot; creating it again and backfilling", zap.String("slot", r.cfg.Slot))

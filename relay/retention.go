@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/internal/outage"
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
@@ -28,6 +29,7 @@ const (
 // lock on its own connection.
 type retainer struct {
 	dbURL   string
+	timeout time.Duration // of the lock connection's statements and its TCP user timeout
 	store   *store.Store
 	age     time.Duration
 	log     *zap.Logger
@@ -51,13 +53,15 @@ func (r *retainer) run(ctx context.Context) {
 // lead reports whether this relay holds the retention lock, taking it if
 // it is free.
 func (r *retainer) lead(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
 	if r.lock != nil {
 		if err := r.lock.Ping(ctx); err == nil {
 			return true
 		}
 		r.release() // the connection, and with it the lock, is gone
 	}
-	conn, err := pgx.Connect(ctx, r.dbURL)
+	conn, err := pgdial.Connect(ctx, r.dbURL, r.timeout)
 	if err != nil {
 		return false // PostgreSQL is down: the poller and the stream say so
 	}

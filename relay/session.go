@@ -131,7 +131,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	}
 	cfg := cdc.Config{
 		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
-		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover,
+		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover, Timeout: r.cfg.ReplicationTimeout,
 	}
 	backfill := r.hookBackfill(ctx, &cfg)
 	defer backfill.end()
@@ -140,6 +140,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		return err
 	}
 	streamDown.Recovered()
+	r.reconnecting.Store(false)
 	r.setRole(metrics.RoleStreaming)
 	r.log.Info("streaming: the slot is consistent and replication has started",
 		zap.String("slot", r.cfg.Slot), zap.Stringer("lsn", stream.StartLSN()))
@@ -177,6 +178,9 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	}
 
 	err = errors.Join(s.read(ctx, stream), g.Wait())
+	if errors.Is(err, cdc.ErrSilent) {
+		r.silent(ctx, stream, err)
+	}
 	if drain.Err() != nil {
 		r.log.Warn("shutdown timeout: gave up on events still in flight; they will be replayed",
 			zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
@@ -186,6 +190,27 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	}
 	r.log.Info("stream stopped", zap.Stringer("confirmed_lsn", s.tr.Confirmed()))
 	return err
+}
+
+// silent handles a stream that heard nothing from the server for the
+// replication timeout: it says so, and ends the walsender that served it
+// (through a new connection) so that the slot is free for the next session
+// at once rather than after wal_sender_timeout. Events in flight are not
+// confirmed: the next session reads them again (duplicates, never loss).
+func (r *Relay) silent(ctx context.Context, stream *cdc.Stream, err error) {
+	r.reconnecting.Store(true)
+	pid := stream.BackendPID()
+	r.log.Warn("the replication connection went silent: closing it and streaming again from the confirmed position",
+		zap.String("slot", r.cfg.Slot), zap.Duration("silence", time.Since(stream.LastHeard()).Round(time.Millisecond)),
+		zap.Duration("replication_timeout", r.cfg.ReplicationTimeout), zap.Uint32("walsender_pid", pid), zap.Error(err))
+	ended, terr := r.store.EndWalsender(ctx, pid)
+	switch {
+	case terr != nil:
+		r.log.Warn("could not end the silent connection's walsender; the slot is free once PostgreSQL notices the connection is gone",
+			zap.String("slot", r.cfg.Slot), zap.Uint32("walsender_pid", pid), zap.Error(terr))
+	case ended:
+		r.log.Info("ended the silent connection's walsender", zap.String("slot", r.cfg.Slot), zap.Uint32("walsender_pid", pid))
+	}
 }
 
 // read receives from the stream and consumes what it brings until ctx ends,

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // window bounds what is in flight (handed to the pipeline, no status row
@@ -13,6 +14,7 @@ type window struct {
 	cond                *sync.Cond
 	events, bytes       int
 	maxEvents, maxBytes int
+	progress            time.Time // the last release, or when the window last stopped being empty
 }
 
 func newWindow(maxEvents, maxBytes int) *window {
@@ -40,6 +42,9 @@ func (w *window) acquire(ctx context.Context, n, bytes int) error {
 			return err
 		}
 	}
+	if w.events == 0 {
+		w.progress = time.Now()
+	}
 	w.events += n
 	w.bytes += bytes
 	return nil
@@ -54,8 +59,20 @@ func (w *window) release(n, bytes int) {
 	w.mu.Lock()
 	w.events -= n
 	w.bytes -= bytes
+	w.progress = time.Now()
 	w.mu.Unlock()
 	w.cond.Broadcast()
+}
+
+// stalled is how long events have been in flight without any of them
+// getting its status row: 0 when none is in flight.
+func (w *window) stalled() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.events == 0 {
+		return 0
+	}
+	return time.Since(w.progress)
 }
 
 // used is what is in flight now.

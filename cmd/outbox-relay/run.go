@@ -37,6 +37,8 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.String(&c.Slot, "slot", cdc.SlotDefault, "logical replication slot, created if missing")
 	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events, created if missing")
 	fs.Duration(&c.StatusInterval, "status-interval", cdc.StatusIntervalDefault, "how often the slot's confirmed position is reported")
+	fs.Duration(&c.ReplicationTimeout, "replication-timeout", relay.ReplicationTimeoutDefault, "when nothing arrives on the replication connection for this long (a reply is asked for after a quarter of it), reconnect; also the TCP user timeout of every PostgreSQL connection, and how long /readyz tolerates a silent or stalled stream")
+	fs.Duration(&c.StatementTimeout, "statement-timeout", relay.StatementTimeoutDefault, "longest any one statement of the relay may take; one that runs out is retried on a fresh connection")
 	fs.Duration(&c.StatusLinger, "status-linger", relay.StatusLingerDefault, "how long delivered events wait for others to share one status statement (Kafka is not delayed; 0: none)")
 	fs.Int(&c.BatchSize, "batch-size", relay.BatchSizeDefault, "events per Kafka hand-off and per status statement")
 	fs.Int(&c.MaxInFlight, "max-in-flight", relay.MaxInFlightDefault, "events read from the slot without a status row yet, at most")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,7 +30,12 @@ type relayState struct {
 	URL     string `json:"metrics_url"`
 	Role    string `json:"role"`
 	Breaker string `json:"kafka_breaker"`
-	Error   string `json:"error,omitempty"`
+	// Silence is the seconds since the server's last message on the
+	// replication connection; Stalled since events in flight last made
+	// progress (0 when none is in flight or the relay does not stream).
+	Silence float64 `json:"replication_silence_seconds"`
+	Stalled float64 `json:"stalled_seconds"`
+	Error   string  `json:"error,omitempty"`
 }
 
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -96,6 +102,8 @@ func (r statusReport) print(w io.Writer) error {
 			fmt.Fprintf(tw, "\nRELAY\t%s\tunreachable: %s\n", rs.URL, rs.Error)
 		} else {
 			fmt.Fprintf(tw, "\nRELAY\t%s\trole %s, kafka circuit breaker %s\n", rs.URL, rs.Role, rs.Breaker)
+			fmt.Fprintf(tw, "  last message from postgres\t%s ago\t\n", seconds(rs.Silence))
+			fmt.Fprintf(tw, "  events in flight without progress\t%s\t\n", seconds(rs.Stalled))
 		}
 	}
 	return tw.Flush()
@@ -133,8 +141,9 @@ func scrapeRelay(ctx context.Context, url string) *relayState {
 		rs.Error = resp.Status
 		return rs
 	}
-	on := gaugesOn(resp.Body)
+	on, values := gaugesOn(resp.Body)
 	rs.Role, rs.Breaker = on["outbox_relay_role"], on["outbox_relay_kafka_breaker_state"]
+	rs.Silence, rs.Stalled = values["outbox_relay_replication_silence_seconds"], values["outbox_relay_stalled_seconds"]
 	if rs.Role == "" {
 		rs.Error = "no outbox_relay_role in the metrics: is this an outbox-relay?"
 	}
@@ -142,12 +151,19 @@ func scrapeRelay(ctx context.Context, url string) *relayState {
 }
 
 // gaugesOn reads Prometheus text and returns, for each gauge with one
-// label, the label value of its sample that is 1: the role, the state.
-func gaugesOn(r io.Reader) map[string]string {
-	on := map[string]string{}
+// label, the label value of its sample that is 1 (the role, the state), and
+// the value of each sample without labels.
+func gaugesOn(r io.Reader) (on map[string]string, values map[string]float64) {
+	on, values = map[string]string{}, map[string]float64{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
+		if name, value, ok := strings.Cut(line, " "); ok && !strings.HasPrefix(line, "#") && !strings.Contains(name, "{") {
+			if v, err := strconv.ParseFloat(value, 64); err == nil {
+				values[name] = v
+			}
+			continue
+		}
 		name, rest, ok := strings.Cut(line, "{")
 		if !ok || !strings.HasSuffix(rest, "} 1") || strings.Count(rest, "=") != 1 {
 			continue
@@ -155,5 +171,10 @@ func gaugesOn(r io.Reader) map[string]string {
 		_, value, _ := strings.Cut(strings.TrimSuffix(rest, "} 1"), "=")
 		on[name] = strings.Trim(value, `"`)
 	}
-	return on
+	return on, values
+}
+
+// seconds prints a gauge of seconds as a duration.
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond).String()
 }

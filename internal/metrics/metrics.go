@@ -5,6 +5,7 @@ package metrics
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,8 @@ type Metrics struct {
 
 	role *prometheus.GaugeVec // role
 
+	progress atomic.Pointer[func() Progress] // read by the progress gauges at each scrape
+
 	mu     sync.Mutex
 	topics map[string]*topicCounters
 }
@@ -99,12 +102,34 @@ func New(version string) *Metrics {
 	m.Pending = f.gauge("pending_events", "PENDING rows (read at most every 10s).")
 	m.OldestPendingAge = f.gauge("oldest_pending_age_seconds", "How long the most overdue PENDING row has been due (read at most every 10s).")
 	m.Failed = f.gauge("failed_events", "FAILED rows (read at most every 10s).")
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(f.opts("replication_silence_seconds",
+			"Seconds since the last message from PostgreSQL on the replication connection (0 while not streaming). "+
+				"The relay asks for a reply after a quarter of --replication-timeout and reconnects at all of it.")),
+			func() float64 { return m.readProgress().Silence.Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(f.opts("stalled_seconds",
+			"Seconds since the last streamed event got its status row, while events are in flight (0 when none is).")),
+			func() float64 { return m.readProgress().Stalled.Seconds() }))
 	m.role = f.gaugeVec("role", "1 for this instance's role: starting, streaming, standby or polling.", "role")
 	f.gaugeVec("build_info", "Build information; always 1.", "version", "go_version").WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.SetRole(RoleStarting)
 	m.SetBreaker("closed")
 	return m
+}
+
+// Progress is how long the stream has gone without news: Silence since the
+// server's last message, Stalled since events in flight last made progress.
+type Progress struct{ Silence, Stalled time.Duration }
+
+// WatchProgress has the progress gauges call read at each scrape.
+func (m *Metrics) WatchProgress(read func() Progress) { m.progress.Store(&read) }
+
+func (m *Metrics) readProgress() Progress {
+	if f := m.progress.Load(); f != nil {
+		return (*f)()
+	}
+	return Progress{}
 }
 
 // Registry is where the metrics are registered.

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 )
 
 // Status is a delivery state in outbox.deliveries.status.
@@ -54,9 +56,10 @@ type Store struct {
 func New(db DB) *Store { return &Store{db: db, status: db, close: func() {}} }
 
 // Open returns a Store with its own pools for databaseURL; it does not
-// connect yet. Close releases them.
-func Open(databaseURL string) (*Store, error) {
-	pc, err := pgxpool.ParseConfig(databaseURL)
+// connect yet. Their connections fail once the server leaves what they
+// sent unacknowledged for tcpTimeout (pgdial). Close releases them.
+func Open(databaseURL string, tcpTimeout time.Duration) (*Store, error) {
+	pc, err := pgdial.PoolConfig(databaseURL, tcpTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("--database-url: %w", err)
 	}
@@ -182,4 +185,17 @@ func (s *Store) Counts(ctx context.Context) (DeliveryCounts, error) {
 	}
 	c.OldestPendingAge = time.Duration(age * float64(time.Second))
 	return c, nil
+}
+
+//go:embed sql/end_walsender.sql
+var endWalsenderSQL string
+
+// EndWalsender terminates the walsender with process id pid, if there is
+// one, and reports whether it did.
+func (s *Store) EndWalsender(ctx context.Context, pid uint32) (bool, error) {
+	var ended bool
+	if err := s.db.QueryRow(ctx, endWalsenderSQL, int32(pid)).Scan(&ended); err != nil {
+		return false, fmt.Errorf("ending walsender %d: %w", pid, err)
+	}
+	return ended, nil
 }
