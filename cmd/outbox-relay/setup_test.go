@@ -58,6 +58,16 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 			}
 			return url, nil
 		}, []string{"wal_level", "wal_level=logical"}},
+		{"AllReplicationSlotsTaken", func(t *testing.T) (string, []string) {
+			url := pgtest.Cluster(t, nil, "max_replication_slots=2")
+			pool := pgtest.Pool(t, url)
+			if _, err := migrations.Up(context.Background(), pool); err != nil {
+				t.Fatal(err)
+			}
+			execSQL(t, pool, `SELECT pg_create_logical_replication_slot('other_a', 'pgoutput')`)
+			execSQL(t, pool, `SELECT pg_create_logical_replication_slot('other_b', 'test_decoding')`)
+			return url, nil
+		}, []string{"all replication slots are in use", "max_replication_slots = 2", "other_a (postgres, inactive)", "other_b"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +81,7 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 				&stdout, &stderr, env("OUTBOX_DATABASE_URL", dbURL, "OUTBOX_KAFKA_BROKERS", brokers, "OUTBOX_KAFKA_METADATA_RETRIES", "1",
 					"OUTBOX_METRICS_ADDR", "127.0.0.1:0"))
 			took := time.Since(start)
-			if code != 2 || took > 10*time.Second {
+			if code != 2 || took > 5*time.Second {
 				t.Fatalf("exit %d after %s, want 2 within seconds; stderr:\n%s", code, took, stderr.String())
 			}
 			last := lastLine(stderr.String())

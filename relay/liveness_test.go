@@ -1,0 +1,141 @@
+package relay_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// livenessSetup runs a relay whose every connection to PostgreSQL goes
+// through a proxy the test can freeze, with a 5s replication and statement
+// timeout, and waits until it streams.
+func livenessSetup(t *testing.T) (*testBundle, *pgtest.Proxy, *relay.Relay, relay.Config) {
+	t.Helper()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	proxy, viaProxy := pgtest.NewProxy(t, b.dbURL)
+	cfg := b.config(t)
+	cfg.DatabaseURL = viaProxy
+	cfg.ReplicationTimeout = 5 * time.Second
+	cfg.StatementTimeout = 5 * time.Second
+	r, _ := b.runRelay(t, cfg)
+	b.waitStreaming(t, cfg)
+	return b, proxy, r, cfg
+}
+
+// readiness records every reason /readyz gave until the test ends.
+type readiness struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func watchReadiness(t *testing.T, r *relay.Relay) *readiness {
+	rd := &readiness{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if err := r.Ready(); err != nil {
+					rd.mu.Lock()
+					rd.reasons = append(rd.reasons, err.Error())
+					rd.mu.Unlock()
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	return rd
+}
+
+func (rd *readiness) said(substr string) bool {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	for _, r := range rd.reasons {
+		if strings.Contains(r, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLiveness_AFrozenNetworkPathIsDetectedAndEveryEventIsDelivered(t *testing.T) {
+	t.Parallel()
+	b, proxy, r, cfg := livenessSetup(t)
+	rd := watchReadiness(t, r)
+
+	const n = 2000
+	half := make(chan struct{})
+	written := writeEvents(t, b, n, half) // straight to PostgreSQL, not through the proxy
+	<-half
+	if frozen := proxy.Freeze(); frozen < 2 {
+		t.Fatalf("froze %d connections, want the replication connection and the pool's", frozen)
+	}
+	<-written
+	b.waitStreaming(t, cfg) // a new walsender, through a new connection
+	const after = 500
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload)
+		SELECT 'orders', 'k' || (s % 5), jsonb_build_object('seq', s) FROM generate_series($1::int, $2::int) AS s`, n+1, n+after)
+	b.waitStatus(t, "SENT", n+after, cfg.ReplicationTimeout+30*time.Second)
+	checkDelivered(t, b, n+after)
+	if !rd.said("nothing from postgres on the replication connection") && !rd.said("went silent") {
+		t.Errorf("/readyz never said the stream was silent; it said: %q", rd.reasons)
+	}
+}
+
+func TestLiveness_FrozenPoolConnectionsAreReplacedAndEveryEventIsDelivered(t *testing.T) {
+	t.Parallel()
+	b, proxy, r, cfg := livenessSetup(t)
+	rd := watchReadiness(t, r)
+	const n = 2000
+	half := make(chan struct{})
+	written := writeEvents(t, b, n, half)
+	<-half
+	if frozen := proxy.FreezeQueries(); frozen < 1 {
+		t.Fatalf("froze %d connections, want the pool's", frozen)
+	}
+	<-written
+	b.waitStatus(t, "SENT", n, cfg.ReplicationTimeout+30*time.Second)
+	checkDelivered(t, b, n)
+	t.Logf("/readyz said: %q", rd.reasons)
+}
+
+func TestLiveness_AnIdleStreamStaysConnectedAndASilentServerIsDetectedWithinTheTimeout(t *testing.T) {
+	t.Parallel()
+	b, proxy, r, cfg := livenessSetup(t)
+	rd := watchReadiness(t, r)
+	pid := func() int {
+		return pgtest.Count(t, b.pool, `SELECT coalesce(max(active_pid), 0) FROM pg_replication_slots WHERE slot_name = $1`, b.slot)
+	}
+	first := pid()
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+		if p := pid(); p != first {
+			t.Fatalf("the idle relay reconnected: walsender %d, then %d (/readyz said %q)", first, p, rd.reasons)
+		}
+	}
+	if len(rd.reasons) > 0 {
+		t.Fatalf("/readyz was not ready while idle: %q", rd.reasons)
+	}
+
+	proxy.Freeze()
+	frozeAt := time.Now()
+	pgtest.Eventually(t, cfg.ReplicationTimeout+3*time.Second, "/readyz to report the silence", func() (bool, string) {
+		return rd.said("nothing from postgres") || rd.said("went silent"), time.Since(frozeAt).String()
+	})
+	t.Logf("silence reported %s after the freeze", time.Since(frozeAt).Round(100*time.Millisecond))
+	b.waitStreaming(t, cfg)
+	if p := pid(); p == first {
+		t.Fatalf("still walsender %d after the freeze", p)
+	}
+}
