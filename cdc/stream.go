@@ -91,10 +91,10 @@ type Stream struct {
 	lastCommitEnd pglogrepl.LSN // end LSN of the last commit handed out
 	walEnd        pglogrepl.LSN // the server's WAL end from the last keepalive
 	reported      pglogrepl.LSN // the last position sent to the server
-	heardAt       time.Time     // when the server was last heard (or we stopped reading)
-	broken        bool          // a read or write failed: the connection is unusable
+	broken        bool          // Receive failed: the connection is not trusted with a last status
+	heardAt       time.Time     // when the server was last heard (or we stopped reading); monotonic
 	active        atomic.Int64  // unix nanoseconds of the receive loop's last turn
-	heard         atomic.Int64  // heardAt, for other goroutines
+	heard         atomic.Int64  // heardAt as unix nanoseconds, for other goroutines
 }
 
 // LastHeard is when the last message came from the server. Time the
@@ -264,9 +264,13 @@ func (s *Stream) Receive(ctx context.Context, out chan<- Change, pos Positioner)
 func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner) error {
 	next := time.Now()
 	quiet := s.cfg.Timeout / 4
+	received := false // the last turn brought a message
 	for {
 		now := time.Now()
 		s.active.Store(now.UnixNano())
+		if received { // stamped with this turn's clock reading: one per turn
+			s.hear(now)
+		}
 		silent := now.Sub(s.heardAt)
 		if silent >= s.cfg.Timeout {
 			return fmt.Errorf("%w: nothing from the server on slot %q for %s (--replication-timeout %s)",
@@ -281,6 +285,7 @@ func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner)
 		rctx, cancel := context.WithDeadline(ctx, earliest(next, s.heardAt.Add(s.cfg.Timeout)))
 		msg, err := s.conn.ReceiveMessage(rctx)
 		cancel()
+		received = err == nil
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -290,7 +295,6 @@ func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner)
 			}
 			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)
 		}
-		s.hear(time.Now())
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if len(msg.Data) == 0 {
@@ -390,7 +394,6 @@ func (s *Stream) sendStatus(pos Positioner, reply bool) error {
 		WALWritePosition: p, ReplyRequested: reply,
 	})
 	if err != nil {
-		s.broken = true
 		return fmt.Errorf("sending standby status on slot %q: %w", s.cfg.Slot, err)
 	}
 	if err := nc.SetWriteDeadline(time.Time{}); err != nil {
