@@ -102,14 +102,13 @@ func New(version string) *Metrics {
 	m.Pending = f.gauge("pending_events", "PENDING rows (read at most every 10s).")
 	m.OldestPendingAge = f.gauge("oldest_pending_age_seconds", "How long the most overdue PENDING row has been due (read at most every 10s).")
 	m.Failed = f.gauge("failed_events", "FAILED rows (read at most every 10s).")
-	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts(f.opts("replication_silence_seconds",
-			"Seconds since the last message from PostgreSQL on the replication connection (0 while not streaming). "+
-				"The relay asks for a reply after a quarter of --replication-timeout and reconnects at all of it.")),
-			func() float64 { return m.readProgress().Silence.Seconds() }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts(f.opts("stalled_seconds",
-			"Seconds since the last streamed event got its status row, while events are in flight (0 when none is).")),
-			func() float64 { return m.readProgress().Stalled.Seconds() }))
+	f.gaugeFunc("replication_silence_seconds",
+		"Seconds since the last message from PostgreSQL on the replication connection (0 while not streaming). "+
+			"The relay asks for a reply after a quarter of --replication-timeout and reconnects at all of it.",
+		func() float64 { return m.readProgress().Silence.Seconds() })
+	f.gaugeFunc("stalled_seconds",
+		"Seconds since the last streamed event got its status row, while events are in flight (0 when none is).",
+		func() float64 { return m.readProgress().Stalled.Seconds() })
 	m.role = f.gaugeVec("role", "1 for this instance's role: starting, streaming, standby or polling.", "role")
 	f.gaugeVec("build_info", "Build information; always 1.", "version", "go_version").WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -207,6 +206,10 @@ func (f factory) counterVec(name, help string, labels ...string) *prometheus.Cou
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	return register(f.reg, prometheus.NewGauge(prometheus.GaugeOpts(f.opts(name, help))))
+}
+
+func (f factory) gaugeFunc(name, help string, read func() float64) {
+	register(f.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(f.opts(name, help)), read))
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {

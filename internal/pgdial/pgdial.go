@@ -57,7 +57,8 @@ func Dialer(timeout time.Duration) pgconn.DialFunc {
 	return d.DialContext
 }
 
-// Apply sets cfg's dial function, and its fallbacks', to Dialer(timeout).
+// Apply sets cfg's dial function (used for its fallback hosts too) to
+// Dialer(timeout).
 func Apply(cfg *pgconn.Config, timeout time.Duration) {
 	cfg.DialFunc = Dialer(timeout)
 }
