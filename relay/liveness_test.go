@@ -70,19 +70,27 @@ func (rd *readiness) said(substr string) bool {
 	return false
 }
 
+// writeAcrossFreeze writes n events straight to PostgreSQL (not through the
+// proxy), calls freeze halfway, and returns once all are committed; freeze
+// must have frozen at least want connections (what says which).
+func writeAcrossFreeze(t *testing.T, b *testBundle, n int, freeze func() int, want int, what string) {
+	t.Helper()
+	half := make(chan struct{})
+	written := writeEvents(t, b, n, half)
+	<-half
+	if frozen := freeze(); frozen < want {
+		t.Fatalf("froze %d connections, want %s", frozen, what)
+	}
+	<-written
+}
+
 func TestLiveness_AFrozenNetworkPathIsDetectedAndEveryEventIsDelivered(t *testing.T) {
 	t.Parallel()
 	b, proxy, r, cfg := livenessSetup(t)
 	rd := watchReadiness(t, r)
 
 	const n = 2000
-	half := make(chan struct{})
-	written := writeEvents(t, b, n, half) // straight to PostgreSQL, not through the proxy
-	<-half
-	if frozen := proxy.Freeze(); frozen < 2 {
-		t.Fatalf("froze %d connections, want the replication connection and the pool's", frozen)
-	}
-	<-written
+	writeAcrossFreeze(t, b, n, proxy.Freeze, 2, "the replication connection and the pool's")
 	b.waitStreaming(t, cfg) // a new walsender, through a new connection
 	const after = 500
 	b.exec(t, `INSERT INTO outbox.events (topic, key, payload)
@@ -99,13 +107,7 @@ func TestLiveness_FrozenPoolConnectionsAreReplacedAndEveryEventIsDelivered(t *te
 	b, proxy, r, cfg := livenessSetup(t)
 	rd := watchReadiness(t, r)
 	const n = 2000
-	half := make(chan struct{})
-	written := writeEvents(t, b, n, half)
-	<-half
-	if frozen := proxy.FreezeQueries(); frozen < 1 {
-		t.Fatalf("froze %d connections, want the pool's", frozen)
-	}
-	<-written
+	writeAcrossFreeze(t, b, n, proxy.FreezeQueries, 1, "the pool's")
 	b.waitStatus(t, "SENT", n, cfg.ReplicationTimeout+30*time.Second)
 	checkDelivered(t, b, n)
 	t.Logf("/readyz said: %q", rd.reasons)
