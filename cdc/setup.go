@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -151,10 +152,11 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, er
 	return info, nil
 }
 
-// DropSlot drops slot if it exists and reports whether it did. A slot in
-// use is not dropped: the error is a *SlotInUseError.
-func DropSlot(ctx context.Context, databaseURL, slot string) (dropped bool, err error) {
-	conn, err := pgdial.Connect(ctx, databaseURL, TimeoutDefault)
+// DropSlot drops slot if it exists and reports whether it did, on a
+// connection dialed with tcpTimeout (pgdial). A slot in use is not dropped:
+// the error is a *SlotInUseError.
+func DropSlot(ctx context.Context, databaseURL, slot string, tcpTimeout time.Duration) (dropped bool, err error) {
+	conn, err := pgdial.Connect(ctx, databaseURL, tcpTimeout)
 	if err != nil {
 		return false, err
 	}

@@ -130,7 +130,7 @@ func (r *Relay) recoverUnfinishedBackfill(ctx context.Context) error {
 	if err != nil || !unfinished {
 		return err
 	}
-	dropped, err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot)
+	dropped, err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot, r.cfg.ReplicationTimeout)
 	if err != nil {
 		return err
 	}

@@ -330,7 +330,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	wg.Go(func() { p.run(pollCtx) })
 	wg.Go(func() { r.observe(pollCtx) })
 	if r.cfg.Retention > 0 {
-		ret := &retainer{dbURL: r.cfg.DatabaseURL, timeout: r.cfg.StatementTimeout, store: r.store, age: r.cfg.Retention, log: r.log,
+		ret := &retainer{dbURL: r.cfg.DatabaseURL, timeout: r.cfg.StatementTimeout, tcpTimeout: r.cfg.ReplicationTimeout, store: r.store, age: r.cfg.Retention, log: r.log,
 			deleted: func(n int64) { r.metrics.RetentionDeleted.Add(float64(n)) }}
 		wg.Go(func() { ret.run(pollCtx) })
 	}
@@ -440,7 +440,7 @@ func (r *Relay) invalidSlot(ctx context.Context, invalid error) error {
 			"(SELECT pg_drop_replication_slot('%s')) and start it again, or run with --on-invalid-slot=recreate, "+
 			"to create the slot again and backfill", invalid, r.cfg.Slot)
 	}
-	if _, err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot); err != nil {
+	if _, err := cdc.DropSlot(ctx, r.cfg.DatabaseURL, r.cfg.Slot, r.cfg.ReplicationTimeout); err != nil {
 		return fmt.Errorf("dropping invalidated slot %q: %w", r.cfg.Slot, err)
 	}
 	r.log.Warn("dropped the invalidated slot; creating it again and backfilling", zap.String("slot", r.cfg.Slot))

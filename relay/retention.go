@@ -28,13 +28,14 @@ const (
 // rows. One relay at a time does it: the one holding the retention advisory
 // lock on its own connection.
 type retainer struct {
-	dbURL   string
-	timeout time.Duration // of the lock connection's statements and its TCP user timeout
-	store   *store.Store
-	age     time.Duration
-	log     *zap.Logger
-	deleted func(n int64) // counts deleted events (metrics)
-	lock    *pgx.Conn     // holds the advisory lock while this relay leads
+	dbURL      string
+	timeout    time.Duration // of the lock connection's statements
+	tcpTimeout time.Duration // the lock connection's TCP user timeout (pgdial)
+	store      *store.Store
+	age        time.Duration
+	log        *zap.Logger
+	deleted    func(n int64) // counts deleted events (metrics)
+	lock       *pgx.Conn     // holds the advisory lock while this relay leads
 }
 
 // run makes a pass every retentionEvery until ctx ends.
@@ -61,7 +62,7 @@ func (r *retainer) lead(ctx context.Context) bool {
 		}
 		r.release() // the connection, and with it the lock, is gone
 	}
-	conn, err := pgdial.Connect(ctx, r.dbURL, r.timeout)
+	conn, err := pgdial.Connect(ctx, r.dbURL, r.tcpTimeout)
 	if err != nil {
 		return false // PostgreSQL is down: the poller and the stream say so
 	}
