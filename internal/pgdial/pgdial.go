@@ -70,6 +70,7 @@ func Connect(ctx context.Context, databaseURL string, timeout time.Duration) (*p
 		return nil, fmt.Errorf("parsing database URL: %w", err)
 	}
 	Apply(&cc.Config, timeout)
+	noJIT(&cc.Config)
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to postgres: %w", err)
@@ -78,12 +79,24 @@ func Connect(ctx context.Context, databaseURL string, timeout time.Duration) (*p
 }
 
 // PoolConfig parses databaseURL for a pool whose connections use
-// Dialer(timeout).
+// Dialer(timeout), without JIT (noJIT).
 func PoolConfig(databaseURL string, timeout time.Duration) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, err
 	}
 	Apply(&pc.ConnConfig.Config, timeout)
+	noJIT(&pc.ConnConfig.Config)
 	return pc, nil
+}
+
+// noJIT turns JIT compilation off for the relay's sessions, unless the URL
+// sets jit itself. Every statement the relay runs is short; a plan whose
+// estimate crosses jit_above_cost (the claim's, on a queue of some
+// thousands of rows) spent over a second compiling for a few milliseconds
+// of work.
+func noJIT(cfg *pgconn.Config) {
+	if _, set := cfg.RuntimeParams["jit"]; !set {
+		cfg.RuntimeParams["jit"] = "off"
+	}
 }
