@@ -5,8 +5,10 @@ import (
 	_ "embed" // the statements
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outbox-relay/outbox-relay/cdc"
 )
 
@@ -19,6 +21,8 @@ var (
 	backfillUnfinishedSQL string
 	//go:embed sql/backfill_page.sql
 	backfillPageSQL string
+	//go:embed sql/backfill_keys.sql
+	backfillKeysSQL string
 	//go:embed sql/insert_pending.sql
 	insertPendingSQL string
 	//go:embed sql/schema_check.sql
@@ -71,11 +75,49 @@ func (s *Store) BackfillUnfinished(ctx context.Context, slot string) (bool, erro
 	return unfinished, nil
 }
 
-// UnrelayedPage returns up to limit ids, after the id after, of events
-// without a status row, as the snapshot of the transaction the store runs
-// in sees them.
-func (s *Store) UnrelayedPage(ctx context.Context, after [16]byte, limit int) ([][16]byte, error) {
-	return collect(ctx, s.db, "reading events without a status row", pgx.RowTo[[16]byte], backfillPageSQL, after, limit)
+// UnrelayedKeys returns up to limit keys (topic and key) of events without a
+// status row, as the snapshot of the transaction the store runs in sees
+// them.
+func (s *Store) UnrelayedKeys(ctx context.Context, limit int) ([]QueuedKey, error) {
+	return collect(ctx, s.db, "listing the keys of events without a status row", func(r pgx.CollectableRow) (QueuedKey, error) {
+		var k QueuedKey
+		err := r.Scan(&k.Topic, &k.Key)
+		return k, err
+	}, backfillKeysSQL, limit)
+}
+
+// BackfillCursor is where a backfill has got to, in the order it walks
+// events: created_at, then insertion order (seq), then id. The zero value is
+// the start.
+type BackfillCursor struct {
+	CreatedAt time.Time
+	Seq       int64
+	ID        [16]byte
+}
+
+// UnrelayedPage returns up to limit ids, after cursor, of events without a
+// status row, as the snapshot of the transaction the store runs in sees
+// them, and the cursor after them.
+func (s *Store) UnrelayedPage(ctx context.Context, after BackfillCursor, limit int) ([][16]byte, BackfillCursor, error) {
+	from := pgtype.Timestamptz{Time: after.CreatedAt, Valid: true}
+	if after.CreatedAt.IsZero() {
+		from.Time, from.InfinityModifier = time.Time{}, pgtype.NegativeInfinity
+		after.Seq = -1
+	}
+	rows, err := s.db.Query(ctx, backfillPageSQL, from, after.Seq, after.ID, limit)
+	if err != nil {
+		return nil, after, fmt.Errorf("reading events without a status row: %w", err)
+	}
+	var ids [][16]byte
+	next := after
+	_, err = pgx.ForEachRow(rows, []any{&next.ID, &next.CreatedAt, &next.Seq}, func() error {
+		ids = append(ids, next.ID)
+		return nil
+	})
+	if err != nil {
+		return nil, after, fmt.Errorf("reading events without a status row: %w", err)
+	}
+	return ids, next, nil
 }
 
 // InsertPending gives events a PENDING row, due now, with maxAttempts

@@ -50,11 +50,12 @@ type ClaimedRow struct {
 }
 
 // claimColumns is how many relay_* columns precede the event's in claim.sql.
-const claimColumns = 6
+const claimColumns = 7
 
 // Claim takes up to limit due PENDING rows for instance (PROCESSING,
 // locked_by), skipping rows another instance holds, and returns them in
-// commit order. A row with a key is taken only when every earlier row of its
+// key order (commit order, then insertion order for rows written without a
+// commit position). A row with a key is taken only when every earlier row of its
 // topic and key that is PENDING or PROCESSING (and, with hold, FAILED) is
 // taken with it: see claim.sql.
 func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool) (*Claimed, error) {

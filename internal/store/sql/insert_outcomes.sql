@@ -12,19 +12,21 @@
 --
 -- Rows that are not SENT (queued, waiting for a retry, failed) take their
 -- event's topic and key, read by the same probe, and their place in the
--- commit order: they can hold their key (0008_key_order.up.sql).
+-- commit order: they can hold their key (0008_key_order.up.sql). Every row
+-- takes the event's insertion order (seq), the key order of queued rows
+-- (0009_insertion_order.up.sql).
 --
 -- $1..$11: Outcomes in column form (outcomes.go); $12: retry policy; $13: now.
 WITH u AS (
-    SELECT u.*, seen.topic, seen.key
+    SELECT u.*, seen.topic, seen.key, seen.seq
     FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[], $7::bigint[],
                 $8::bigint[], $9::int[], $10::bigint[], $11::int[])
          AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts, lsn, pos)
-    CROSS JOIN LATERAL (SELECT e.topic, e.key FROM outbox.events e WHERE e.id = u.id LIMIT 1) AS seen
+    CROSS JOIN LATERAL (SELECT e.topic, e.key, e.seq FROM outbox.events e WHERE e.id = u.id LIMIT 1) AS seen
 ), ins AS (
     INSERT INTO outbox.deliveries
         (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset,
-         sent_at, max_attempts, retry_policy, topic, key, commit_lsn, tx_position)
+         sent_at, max_attempts, retry_policy, topic, key, commit_lsn, tx_position, seq)
     SELECT u.id, u.status, u.attempts, NULLIF(u.last_error, ''), NULLIF(u.reason, ''),
            coalesce($13::timestamptz, now()) + u.delay_ms * interval '1 millisecond',
            NULLIF(u.part, -1), NULLIF(u.off, -1),
@@ -32,7 +34,7 @@ WITH u AS (
            u.max_attempts, $12::jsonb,
            CASE WHEN u.status <> 'SENT' THEN u.topic END, CASE WHEN u.status <> 'SENT' THEN u.key END,
            CASE WHEN u.status <> 'SENT' THEN '0/0'::pg_lsn + u.lsn END,
-           CASE WHEN u.status <> 'SENT' THEN u.pos END
+           CASE WHEN u.status <> 'SENT' THEN u.pos END, coalesce(u.seq, 0)
     FROM u
     ON CONFLICT (event_id) DO NOTHING
 )

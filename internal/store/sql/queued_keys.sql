@@ -25,7 +25,7 @@ FROM k LEFT JOIN LATERAL (
     SELECT d.status, d.attempts FROM outbox.deliveries d
     WHERE d.key IS NOT NULL AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
       AND d.topic = k.topic AND d.key = k.key AND (d.status <> 'FAILED' OR $1::boolean)
-    ORDER BY d.commit_lsn, d.tx_position, d.event_id LIMIT 1) h ON true
+    ORDER BY d.seq, d.commit_lsn, d.tx_position, d.event_id LIMIT 1) h ON true
 WHERE $1::boolean OR EXISTS (
     SELECT 1 FROM outbox.deliveries q
     WHERE q.key IS NOT NULL AND q.status IN ('PENDING', 'PROCESSING') AND q.attempts = 0
