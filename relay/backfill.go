@@ -20,6 +20,11 @@ const backfillPage = 10000
 type slotBackfill struct {
 	stop func()
 	done <-chan error // nil until a backfill starts, and once its result is taken
+	// keys are the keys of the events the backfill will find, read from
+	// the slot's snapshot before streaming starts: the stream queues their
+	// events until it is done. More than maxQueuedKeys: it queues every
+	// event with a key.
+	keys []store.QueuedKey
 }
 
 // hookBackfill has cdc record the backfill as started before it creates
@@ -30,7 +35,7 @@ func (r *Relay) hookBackfill(ctx context.Context, cfg *cdc.Config) *slotBackfill
 	cfg.BeforeCreate = func(ctx context.Context) error { return r.store.BackfillStarted(ctx, r.cfg.Slot) }
 	cfg.OnCreate = func(_ context.Context, snapshot string) error {
 		var err error
-		b.done, err = r.startBackfill(ctx, snapshot)
+		b.done, b.keys, err = r.startBackfill(ctx, snapshot)
 		return err
 	}
 	return b
@@ -38,14 +43,18 @@ func (r *Relay) hookBackfill(ctx context.Context, cfg *cdc.Config) *slotBackfill
 
 // watch is a session stage when a backfill runs: a backfill that fails
 // ends the session (the next one starts over); a stop leaves it for the
-// next start.
-func (b *slotBackfill) watch(ctx, hard context.Context) func() error {
+// next start. finished is called once the backfill has written its last
+// page.
+func (b *slotBackfill) watch(ctx, hard context.Context, finished func()) func() error {
 	return func() error {
 		select {
 		case err := <-b.done:
 			b.done = nil
 			if ctx.Err() != nil {
 				return nil
+			}
+			if err == nil {
+				finished()
 			}
 			return err
 		case <-hard.Done():
@@ -71,24 +80,30 @@ func (b *slotBackfill) end() {
 // the channel; the backfill stops when ctx ends. If it does not finish,
 // the next session drops the slot and does it again
 // (recoverUnfinishedBackfill).
-func (r *Relay) startBackfill(ctx context.Context, snapshot string) (<-chan error, error) {
+func (r *Relay) startBackfill(ctx context.Context, snapshot string) (<-chan error, []store.QueuedKey, error) {
 	conn, err := pgdial.Connect(ctx, r.cfg.DatabaseURL, r.cfg.ReplicationTimeout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	snap, release, err := store.ImportSnapshot(ctx, conn, snapshot)
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, err
+		return nil, nil, err
 	}
 	snap = snap.WithStatementTimeout(r.cfg.StatementTimeout)
+	keys, err := snap.UnrelayedKeys(ctx, maxQueuedKeys+1)
+	if err != nil {
+		release()
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("backfilling events committed before slot %q: %w", r.cfg.Slot, err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		defer conn.Close(context.WithoutCancel(ctx))
 		defer release()
 		done <- r.backfill(ctx, snap)
 	}()
-	return done, nil
+	return done, keys, nil
 }
 
 // backfill pages through the events snap sees without a status row.
@@ -96,9 +111,9 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store) error {
 	start := time.Now()
 	pol := r.cfg.Retry
 	var total int64
-	var after [16]byte
+	var after store.BackfillCursor
 	for {
-		ids, err := snap.UnrelayedPage(ctx, after, backfillPage)
+		ids, next, err := snap.UnrelayedPage(ctx, after, backfillPage)
 		if err != nil {
 			return fmt.Errorf("backfilling events committed before slot %q: %w", r.cfg.Slot, err)
 		}
@@ -111,7 +126,7 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store) error {
 		}
 		total += n
 		r.metrics.Backfilled.Add(float64(n))
-		after = ids[len(ids)-1]
+		after = next
 	}
 	if err := r.store.BackfillFinished(ctx, r.cfg.Slot, total); err != nil {
 		return err

@@ -292,7 +292,11 @@ func (p *poller) sweepRange(ctx context.Context, cursor *time.Time, upper time.T
 // deliver claims due rows, publishes them in commit order and records the
 // outcomes.
 func (p *poller) deliver(ctx context.Context) (int, error) {
-	claimed, err := p.store.Claim(ctx, p.cfg.InstanceID, p.cfg.BatchSize, p.hold)
+	// The claim is never cancelled (its statement timeout bounds it): a
+	// claim cancelled at stop could still commit on the server after this
+	// instance handed back its rows (run), leaving them PROCESSING, and
+	// their keys blocked, until the stuck threshold.
+	claimed, err := p.store.Claim(context.WithoutCancel(ctx), p.cfg.InstanceID, p.cfg.BatchSize, p.hold)
 	if err != nil || len(claimed.Rows) == 0 {
 		return 0, err
 	}

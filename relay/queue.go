@@ -36,6 +36,12 @@ func appendKey(buf []byte, topic string, key []byte) []byte {
 type queue struct {
 	mu       sync.Mutex
 	spilling bool
+	// While the new slot's backfill runs, the keys of the events it will
+	// find (backfillKeys) stay queued whatever the table says; with more
+	// keys than that, backfilling: every event with a key queues, and its
+	// key is remembered as queued.
+	backfilling  bool
+	backfillKeys []string
 	// keys maps each key whose new events queue (appendKey) to the
 	// session's count of events up to the last one queued for it (0: known
 	// from the table). A pointer, so that the per-event update of a key
@@ -64,7 +70,7 @@ func (q *queue) seqOf(e *event) (seq *uint64, ok bool) {
 func (q *queue) route(b *batch) (queued int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.spilling && len(q.keys) == 0 {
+	if !q.spilling && !q.backfilling && len(q.keys) == 0 {
 		return 0
 	}
 	first := b.firstSeq()
@@ -74,11 +80,17 @@ func (q *queue) route(b *batch) (queued int) {
 			continue
 		}
 		if !q.spilling {
-			last, _ := q.seqOf(e)
-			if last == nil {
+			switch last, keyed := q.seqOf(e); {
+			case last != nil:
+				*last = first + uint64(i)
+			case !keyed || !q.backfilling:
 				continue // no key, or a key that does not queue
+			case len(q.keys) >= maxQueuedKeys:
+				q.spilling = true // too many keys to remember: queue everything
+			default:
+				seq := first + uint64(i)
+				q.keys[string(q.buf)] = &seq
 			}
-			*last = first + uint64(i)
 		}
 		e.Outcome = kafka.Outcome{Result: kafka.Deferred}
 		queued++
@@ -141,6 +153,11 @@ func (q *queue) replace(table []store.QueuedKey, written uint64, p deferrer) (ok
 			keys[k] = seq
 		}
 	}
+	for _, k := range q.backfillKeys {
+		if keys[k] == nil {
+			keys[k] = new(uint64)
+		}
+	}
 	if len(keys) > maxQueuedKeys {
 		q.spilling = true
 		return false, 0
@@ -152,6 +169,34 @@ func (q *queue) replace(table []store.QueuedKey, written uint64, p deferrer) (ok
 		p.Defer(false)
 	}
 	return true, spilled
+}
+
+// backfill marks the new slot's backfill as running, with the keys of the
+// events it will find: they queue until endBackfill. With more than
+// maxQueuedKeys keys every event with a key queues.
+func (q *queue) backfill(keys []store.QueuedKey) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(keys) > maxQueuedKeys {
+		q.backfilling = true
+		return
+	}
+	for _, k := range keys {
+		q.buf = appendKey(q.buf[:0], k.Topic, []byte(k.Key))
+		q.backfillKeys = append(q.backfillKeys, string(q.buf))
+		if q.keys[string(q.buf)] == nil {
+			q.keys[string(q.buf)] = new(uint64)
+		}
+	}
+}
+
+// endBackfill marks the backfill as finished and read back: the caller has
+// just replaced the keys with the table's, read after the backfill's last
+// page was written, so every key it queued is among them.
+func (q *queue) endBackfill() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.backfilling, q.backfillKeys = false, nil
 }
 
 // state reports whether the queue spills and how many keys queue.

@@ -98,6 +98,9 @@ type session struct {
 	routed        uint64
 	written       atomic.Uint64
 	drainingSince time.Time // produce stage: see noteDraining
+	// backfillDone: the new slot's backfill has written its last page; the
+	// next refresh of the queue ends its backfilling.
+	backfillDone atomic.Bool
 	// replayUntil and replaying: events of transactions committed at or
 	// before replayUntil may have a status row from an earlier session, and
 	// are looked up before they are published; later ones cannot.
@@ -170,12 +173,16 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	if r.spills() {
 		g.Go(s.watchSpill)
 	}
+	if backfill.done != nil {
+		// Until the backfill has written every event older than the slot,
+		// the stream queues the events of the keys it will find, so that
+		// none overtakes an earlier one the backfill has not reached.
+		s.queue.backfill(backfill.keys)
+		g.Go(backfill.watch(ctx, hard, func() { s.backfillDone.Store(true) }))
+	}
 	g.Go(s.produce)
 	g.Go(s.write)
 	g.Go(s.barrier)
-	if backfill.done != nil {
-		g.Go(backfill.watch(ctx, hard))
-	}
 
 	err = errors.Join(s.read(ctx, stream), g.Wait())
 	if errors.Is(err, cdc.ErrSilent) {

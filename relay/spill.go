@@ -110,6 +110,7 @@ func (s *session) refreshQueue() {
 		return
 	}
 	deadline := time.Now().Add(drainWait)
+	backfilled := s.backfillDone.Load()
 	for {
 		written := s.written.Load()
 		keys, err := s.r.store.QueuedKeys(s.hard, s.r.hold(), maxQueuedKeys+1)
@@ -121,6 +122,9 @@ func (s *session) refreshQueue() {
 		if !pause || draining == 0 || time.Now().After(deadline) {
 			if !(spilling && draining > 0) {
 				s.applyKeys(keys, written, spilling)
+				if backfilled {
+					s.queue.endBackfill() // keys now has every key the backfill queued
+				}
 			}
 			s.noteDraining(draining)
 			return
