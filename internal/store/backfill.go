@@ -79,11 +79,7 @@ func (s *Store) BackfillUnfinished(ctx context.Context, slot string) (bool, erro
 // status row, as the snapshot of the transaction the store runs in sees
 // them.
 func (s *Store) UnrelayedKeys(ctx context.Context, limit int) ([]QueuedKey, error) {
-	return collect(ctx, s.db, "listing the keys of events without a status row", func(r pgx.CollectableRow) (QueuedKey, error) {
-		var k QueuedKey
-		err := r.Scan(&k.Topic, &k.Key)
-		return k, err
-	}, backfillKeysSQL, limit)
+	return collect(ctx, s.db, "listing the keys of events without a status row", rowToQueuedKey, backfillKeysSQL, limit)
 }
 
 // BackfillCursor is where a backfill has got to, in the order it walks

@@ -30,11 +30,14 @@ type QueuedKey struct {
 // keys with any PENDING, PROCESSING or FAILED row; without, keys with a row
 // queued and not yet attempted.
 func (s *Store) QueuedKeys(ctx context.Context, hold bool, limit int) ([]QueuedKey, error) {
-	return collect(ctx, s.db, "listing queued keys", func(r pgx.CollectableRow) (QueuedKey, error) {
-		var k QueuedKey
-		err := r.Scan(&k.Topic, &k.Key, &k.Draining)
-		return k, err
-	}, queuedKeysSQL, hold, limit)
+	return collect(ctx, s.db, "listing queued keys", rowToQueuedKey, queuedKeysSQL, hold, limit)
+}
+
+// rowToQueuedKey reads a row of topic, key and draining.
+func rowToQueuedKey(r pgx.CollectableRow) (QueuedKey, error) {
+	var k QueuedKey
+	err := r.Scan(&k.Topic, &k.Key, &k.Draining)
+	return k, err
 }
 
 // HeldKey is a row of outbox.held_keys.
