@@ -75,7 +75,8 @@ type event struct {
 	maxAttempts int32     // the event's own override, 0 for the policy's
 	commitTime  time.Time // streamed events: their transaction's commit
 	// Streamed events: the commit LSN of their transaction and their
-	// position in it, the commit order the poller keeps per key.
+	// position in it, kept in their row (after seq) for the poller's key
+	// order.
 	commitLSN uint64
 	txPos     int32
 }

@@ -289,7 +289,7 @@ func (p *poller) sweepRange(ctx context.Context, cursor *time.Time, upper time.T
 	return found, inserted, nil
 }
 
-// deliver claims due rows, publishes them in commit order and records the
+// deliver claims due rows, publishes them in key order and records the
 // outcomes.
 func (p *poller) deliver(ctx context.Context) (int, error) {
 	// The claim is never cancelled (its statement timeout bounds it): a

@@ -22,7 +22,7 @@ func appendKey(buf []byte, topic string, key []byte) []byte {
 
 // queue decides, for the stream, which events are published directly and
 // which are queued: given a PENDING row, due now, that the poller delivers
-// per key in commit order (store.Claim). An event is queued while the relay
+// per key in insertion order (store.Claim). An event is queued while the relay
 // spills (Kafka has been down for --spill-after, or more keys are queued
 // than fit in memory) and when its key has queued events, or, with the hold
 // policy, an event waiting for a retry or FAILED. So an event never

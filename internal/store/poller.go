@@ -54,10 +54,9 @@ const claimColumns = 7
 
 // Claim takes up to limit due PENDING rows for instance (PROCESSING,
 // locked_by), skipping rows another instance holds, and returns them in
-// key order (commit order, then insertion order for rows written without a
-// commit position). A row with a key is taken only when every earlier row of its
-// topic and key that is PENDING or PROCESSING (and, with hold, FAILED) is
-// taken with it: see claim.sql.
+// key order (insertion order: seq, then commit position). A row with a key is
+// taken only when every earlier row of its topic and key that is PENDING or
+// PROCESSING (and, with hold, FAILED) is taken with it: see claim.sql.
 func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool) (*Claimed, error) {
 	rows, err := s.db.Query(ctx, claimSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, instance, limit, s.now(), hold)
 	if err != nil {

@@ -45,7 +45,7 @@ WITH cand AS (
     ORDER BY d.next_attempt_at, d.seq, d.commit_lsn, d.tx_position, d.event_id
     LIMIT $2
 ), runs AS MATERIALIZED (
-    SELECT r.event_id, r.topic, r.key, r.status, r.next_attempt_at, r.commit_lsn, r.tx_position, r.seq
+    SELECT r.*
     FROM (SELECT topic, key, count(*) AS n FROM cand WHERE key IS NOT NULL GROUP BY topic, key) k
     CROSS JOIN LATERAL (
         SELECT r.event_id, r.topic, r.key, r.status, r.next_attempt_at, r.commit_lsn, r.tx_position, r.seq
