@@ -19,13 +19,21 @@ import (
 // requires each key's events (first copies; duplicates are allowed) in the
 // order they were written (their payload's seq).
 
-// idModes are the two ways applications give events ids: the default
-// (outbox.uuid_v7(), random below the millisecond) and their own random
-// version 4 uuids.
-var idModes = []struct {
-	name string
-	id   string // the SQL for a new event's id
-}{{"default ids", "outbox.uuid_v7()"}, {"application v4 ids", "gen_random_uuid()"}}
+// eachIDMode runs test, in parallel, with each of the two ways
+// applications give events ids: the default (outbox.uuid_v7(), random below
+// the millisecond) and their own random version 4 uuids. id is the SQL for
+// a new event's id.
+func eachIDMode(t *testing.T, test func(t *testing.T, id string)) {
+	t.Parallel()
+	for _, m := range []struct{ name, id string }{
+		{"default ids", "outbox.uuid_v7()"}, {"application v4 ids", "gen_random_uuid()"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, m.id)
+		})
+	}
+}
 
 // writeKey writes events seq from .. from+n-1 on topic orders, key k:
 // txn events per transaction. pad is the first event's payload padding.
@@ -61,109 +69,93 @@ func (b *testBundle) checkDelivered(t *testing.T, n int) {
 }
 
 func TestOrder_TheBackfillAtFirstStartDeliversInInsertionOrder(t *testing.T) {
-	t.Parallel()
-	for _, ids := range idModes {
-		t.Run(ids.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, kfake.SeedTopics(3, "orders"))
-			next := b.writeOrderWorkload(t, ids.id, 1)
-			b.run(t, b.config(t))
-			// Streamed while the backfill may still run: they must not
-			// overtake what it finds.
-			b.writeKey(t, ids.id, next, 100, 1)
-			b.checkDelivered(t, next+99)
-		})
-	}
+	eachIDMode(t, func(t *testing.T, id string) {
+		b := setup(t, kfake.SeedTopics(3, "orders"))
+		next := b.writeOrderWorkload(t, id, 1)
+		b.run(t, b.config(t))
+		// Streamed while the backfill may still run: they must not
+		// overtake what it finds.
+		b.writeKey(t, id, next, 100, 1)
+		b.checkDelivered(t, next+99)
+	})
 }
 
 func TestOrder_TwoPollersDeliverInInsertionOrder(t *testing.T) {
-	t.Parallel()
-	for _, ids := range idModes {
-		t.Run(ids.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, kfake.SeedTopics(3, "orders"))
-			b.writeKey(t, ids.id, 1, 1000, 1000)
-			for i := range 2 {
-				cfg := b.config(t)
-				cfg.Mode = relay.ModePoll
-				cfg.Poll.BatchSize = 7 + 6*i // the two claim across each other
-				cfg.Poll.Interval = 10 * time.Millisecond
-				cfg.Poll.GapGrace = 100 * time.Millisecond
-				cfg.Poll.InstanceID = fmt.Sprintf("poller-%d", i)
-				b.run(t, cfg)
-			}
-			b.writeKey(t, ids.id, 1001, 200, 1)
-			b.writeKey(t, ids.id, 1201, 1000, 1000)
-			b.checkDelivered(t, 2200)
-		})
-	}
+	eachIDMode(t, func(t *testing.T, id string) {
+		b := setup(t, kfake.SeedTopics(3, "orders"))
+		b.writeKey(t, id, 1, 1000, 1000)
+		for i := range 2 {
+			cfg := b.config(t)
+			cfg.Mode = relay.ModePoll
+			cfg.Poll.BatchSize = 7 + 6*i // the two claim across each other
+			cfg.Poll.Interval = 10 * time.Millisecond
+			cfg.Poll.GapGrace = 100 * time.Millisecond
+			cfg.Poll.InstanceID = fmt.Sprintf("poller-%d", i)
+			b.run(t, cfg)
+		}
+		b.writeKey(t, id, 1001, 200, 1)
+		b.writeKey(t, id, 1201, 1000, 1000)
+		b.checkDelivered(t, 2200)
+	})
 }
 
 func TestOrder_EventsWrittenWhileTheSlotWasGoneGoOutInInsertionOrder(t *testing.T) {
-	t.Parallel()
-	for _, ids := range idModes {
-		t.Run(ids.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, kfake.SeedTopics(3, "orders"))
-			cfg := b.config(t)
-			cfg.Poll.GapGrace = 100 * time.Millisecond
-			stop := b.startRelay(t, cfg)
-			b.writeKey(t, ids.id, 1, 10, 1)
-			b.waitStatus(t, "SENT", 10, 30*time.Second)
-			if err := stop(); err != nil {
-				t.Fatal(err)
-			}
-			b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
-			next := b.writeOrderWorkload(t, ids.id, 11)
-			b.run(t, cfg)
-			b.writeKey(t, ids.id, next, 100, 1)
-			b.checkDelivered(t, next+99)
-		})
-	}
+	eachIDMode(t, func(t *testing.T, id string) {
+		b := setup(t, kfake.SeedTopics(3, "orders"))
+		cfg := b.config(t)
+		cfg.Poll.GapGrace = 100 * time.Millisecond
+		stop := b.startRelay(t, cfg)
+		b.writeKey(t, id, 1, 10, 1)
+		b.waitStatus(t, "SENT", 10, 30*time.Second)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
+		next := b.writeOrderWorkload(t, id, 11)
+		b.run(t, cfg)
+		b.writeKey(t, id, next, 100, 1)
+		b.checkDelivered(t, next+99)
+	})
 }
 
 func TestOrder_AHeldKeyGoesOutInInsertionOrderOnceItsFailedFirstEventIsResent(t *testing.T) {
-	t.Parallel()
-	for _, ids := range idModes {
-		t.Run(ids.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, kfake.SeedTopics(3, "orders"))
-			setTopicMaxBytes(t, b.brokers, "orders", 2000)
-			cfg := b.config(t)
-			cfg.FailedKeyPolicy = relay.FailedKeyHold
-			cfg.Poll.Interval = 20 * time.Millisecond
-			// The key's first event is too big for the topic: FAILED.
-			var head string
-			if err := b.pool.QueryRow(context.Background(), `INSERT INTO outbox.events (id, topic, key, payload)
-				VALUES (`+ids.id+`, 'orders', 'k', jsonb_build_object('seq', 0, 'pad', repeat('x', 5000))) RETURNING id::text`).
-				Scan(&head); err != nil {
-				t.Fatal(err)
-			}
-			stop := b.run(t, cfg)
-			if r := b.waitFor(t, head, "FAILED"); r.reason != relay.ReasonMessageTooLarge {
-				t.Fatalf("first event: %+v, want FAILED MESSAGE_TOO_LARGE", r)
-			}
-			if err := stop(); err != nil {
-				t.Fatal(err)
-			}
-			// The rest are written while the slot is gone: the next start
-			// backfills them, without a commit position, behind the held
-			// first event.
-			b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
-			next := b.writeOrderWorkload(t, ids.id, 1)
-			b.run(t, cfg)
-			pgtest.Eventually(t, 30*time.Second, "the key held with the rest queued", func() (bool, string) {
-				n := pgtest.Count(t, b.pool, `SELECT coalesce(sum(queued), 0)::int FROM outbox.held_keys WHERE blocking_event_id = $1`, head)
-				return n == next-1, fmt.Sprintf("%d queued behind it, want %d; %s", n, next-1, b.statusCounts(t))
-			})
-			if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`); n != 0 {
-				t.Fatalf("%d events of the held key SENT before its first", n)
-			}
-			setTopicMaxBytes(t, b.brokers, "orders", 1<<20)
-			b.exec(t, `SELECT outbox.resend($1)`, head)
-			b.checkDelivered(t, next)
+	eachIDMode(t, func(t *testing.T, id string) {
+		b := setup(t, kfake.SeedTopics(3, "orders"))
+		setTopicMaxBytes(t, b.brokers, "orders", 2000)
+		cfg := b.config(t)
+		cfg.FailedKeyPolicy = relay.FailedKeyHold
+		cfg.Poll.Interval = 20 * time.Millisecond
+		// The key's first event is too big for the topic: FAILED.
+		var head string
+		if err := b.pool.QueryRow(context.Background(), `INSERT INTO outbox.events (id, topic, key, payload)
+			VALUES (`+id+`, 'orders', 'k', jsonb_build_object('seq', 0, 'pad', repeat('x', 5000))) RETURNING id::text`).
+			Scan(&head); err != nil {
+			t.Fatal(err)
+		}
+		stop := b.run(t, cfg)
+		if r := b.waitFor(t, head, "FAILED"); r.reason != relay.ReasonMessageTooLarge {
+			t.Fatalf("first event: %+v, want FAILED MESSAGE_TOO_LARGE", r)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		// The rest are written while the slot is gone: the next start
+		// backfills them, without a commit position, behind the held
+		// first event.
+		b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
+		next := b.writeOrderWorkload(t, id, 1)
+		b.run(t, cfg)
+		pgtest.Eventually(t, 30*time.Second, "the key held with the rest queued", func() (bool, string) {
+			n := pgtest.Count(t, b.pool, `SELECT coalesce(sum(queued), 0)::int FROM outbox.held_keys WHERE blocking_event_id = $1`, head)
+			return n == next-1, fmt.Sprintf("%d queued behind it, want %d; %s", n, next-1, b.statusCounts(t))
 		})
-	}
+		if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`); n != 0 {
+			t.Fatalf("%d events of the held key SENT before its first", n)
+		}
+		setTopicMaxBytes(t, b.brokers, "orders", 1<<20)
+		b.exec(t, `SELECT outbox.resend($1)`, head)
+		b.checkDelivered(t, next)
+	})
 }
 
 // A key with three times the poll batch queued, its first row queued last
@@ -224,42 +216,38 @@ func TestOrder_SwitchingModeKeepsTheOrderOfQueuedEvents(t *testing.T) {
 // logical slot there), the relay creates its slot anew and backfills what
 // the primary's relay never delivered: in insertion order.
 func TestOrder_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testing.T) {
-	t.Parallel()
-	for _, ids := range idModes {
-		t.Run(ids.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			primary := pgtest.Cluster(t, nil)
-			pool := pgtest.Pool(t, primary)
-			if _, err := migrations.Up(ctx, pool); err != nil {
-				t.Fatal(err)
-			}
-			c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
-			b := &testBundle{dbURL: primary, slot: "outbox_failover", pool: pool, cluster: c, brokers: c.ListenAddrs()}
-			standbyURL, promote := pgtest.Standby(t, primary)
+	eachIDMode(t, func(t *testing.T, id string) {
+		ctx := context.Background()
+		primary := pgtest.Cluster(t, nil)
+		pool := pgtest.Pool(t, primary)
+		if _, err := migrations.Up(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
+		b := &testBundle{dbURL: primary, slot: "outbox_failover", pool: pool, cluster: c, brokers: c.ListenAddrs()}
+		standbyURL, promote := pgtest.Standby(t, primary)
 
-			stop := b.startRelay(t, b.config(t))
-			b.writeKey(t, ids.id, 1, 10, 1)
-			b.waitStatus(t, "SENT", 10, 30*time.Second)
-			if err := stop(); err != nil {
-				t.Fatal(err)
-			}
-			// Written on the primary and replicated; its relay is gone.
-			next := b.writeOrderWorkload(t, ids.id, 11)
-			var end string
-			if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
-				t.Fatal(err)
-			}
-			sb := &testBundle{dbURL: standbyURL, slot: b.slot, pool: pgtest.Pool(t, standbyURL), cluster: c, brokers: b.brokers}
-			pgtest.Eventually(t, 30*time.Second, "the standby replays the primary's writes", func() (bool, string) {
-				n := pgtest.Count(t, sb.pool, `SELECT (pg_last_wal_replay_lsn() >= $1::pg_lsn)::int`, end)
-				return n == 1, "not yet"
-			})
-			promote()
-
-			sb.run(t, sb.config(t))
-			sb.writeKey(t, ids.id, next, 100, 1)
-			sb.checkDelivered(t, next+99)
+		stop := b.startRelay(t, b.config(t))
+		b.writeKey(t, id, 1, 10, 1)
+		b.waitStatus(t, "SENT", 10, 30*time.Second)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		// Written on the primary and replicated; its relay is gone.
+		next := b.writeOrderWorkload(t, id, 11)
+		var end string
+		if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
+			t.Fatal(err)
+		}
+		sb := &testBundle{dbURL: standbyURL, slot: b.slot, pool: pgtest.Pool(t, standbyURL), cluster: c, brokers: b.brokers}
+		pgtest.Eventually(t, 30*time.Second, "the standby replays the primary's writes", func() (bool, string) {
+			n := pgtest.Count(t, sb.pool, `SELECT (pg_last_wal_replay_lsn() >= $1::pg_lsn)::int`, end)
+			return n == 1, "not yet"
 		})
-	}
+		promote()
+
+		sb.run(t, sb.config(t))
+		sb.writeKey(t, id, next, 100, 1)
+		sb.checkDelivered(t, next+99)
+	})
 }
