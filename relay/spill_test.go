@@ -51,6 +51,30 @@ func (b *testBundle) slotWAL(t *testing.T) (unconfirmed, retained int64) {
 	return unconfirmed, retained
 }
 
+// confirmedPastNow waits up to timeout for the slot to be confirmed past
+// the server's WAL position of now, and says how long that took.
+func (b *testBundle) confirmedPastNow(t *testing.T, timeout time.Duration) (took time.Duration, ok bool) {
+	t.Helper()
+	ctx := context.Background()
+	var mark string
+	if err := b.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&mark); err != nil {
+		t.Fatalf("reading the WAL position: %v", err)
+	}
+	start := time.Now()
+	for time.Since(start) < timeout {
+		var past bool
+		if err := b.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
+			b.slot, mark).Scan(&past); err != nil {
+			t.Fatalf("reading the slot position: %v", err)
+		}
+		if past {
+			return time.Since(start), true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return timeout, false
+}
+
 func TestSpill_ALongKafkaOutageMovesToTheTableAndTheSlotKeepsUp(t *testing.T) {
 	t.Parallel()
 	const outage = 20 * time.Second
@@ -86,8 +110,15 @@ func TestSpill_ALongKafkaOutageMovesToTheTableAndTheSlotKeepsUp(t *testing.T) {
 				spill, outage, endLag>>10, startLag>>10, map[bool]string{true: "2s after the spill began", false: "1s into the outage"}[spill],
 				endRetained>>10, startRetained>>10, queued)
 			if spill {
-				if endLag > startLag+1<<20 {
-					t.Errorf("the slot fell %d kB further behind while spilling, want it to keep up", (endLag-startLag)>>10)
+				// The WAL position is the server's, and the tests that run
+				// beside this one write WAL in bursts of megabytes: a byte
+				// count of unconfirmed WAL sampled at one instant is noise.
+				// A slot that keeps up is confirmed past the position of
+				// the end of the outage soon after, with Kafka still down.
+				if took, ok := b.confirmedPastNow(t, 10*time.Second); ok {
+					t.Logf("FIGURES spill=true: the slot was confirmed past the end of the outage %.1f s later, Kafka still down", took.Seconds())
+				} else {
+					t.Errorf("the slot was not confirmed past the end of the outage within %s while spilling, want it to keep up", took)
 				}
 				if queued == 0 {
 					t.Errorf("no events queued while spilling")
