@@ -8,7 +8,10 @@
 -- or a failure alone does not stop the key.
 --
 -- The keys are walked one index descent each (a loose index scan over
--- deliveries_key_order_idx), not row by row. $2: at most this many.
+-- deliveries_key_order_idx), not row by row, and each key's rows are read in
+-- that index's order: an EXISTS probe was planned as a sequential scan
+-- (cheap to its first row, the planner thought), a scan of the whole table
+-- per key. $2: at most this many.
 WITH RECURSIVE k AS (
     (SELECT d.topic, d.key FROM outbox.deliveries d
      WHERE d.key IS NOT NULL AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
@@ -26,8 +29,10 @@ FROM k LEFT JOIN LATERAL (
     WHERE d.key IS NOT NULL AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
       AND d.topic = k.topic AND d.key = k.key AND (d.status <> 'FAILED' OR $1::boolean)
     ORDER BY d.seq, d.commit_lsn, d.tx_position, d.event_id LIMIT 1) h ON true
-WHERE $1::boolean OR EXISTS (
-    SELECT 1 FROM outbox.deliveries q
+LEFT JOIN LATERAL (
+    SELECT true AS queued FROM outbox.deliveries q
     WHERE q.key IS NOT NULL AND q.status IN ('PENDING', 'PROCESSING') AND q.attempts = 0
-      AND q.topic = k.topic AND q.key = k.key)
+      AND q.topic = k.topic AND q.key = k.key
+    ORDER BY q.seq, q.commit_lsn, q.tx_position, q.event_id LIMIT 1) q ON NOT $1::boolean
+WHERE $1::boolean OR q.queued
 LIMIT $2
