@@ -3,8 +3,6 @@ package relay
 import (
 	"sync"
 
-	"github.com/IBM/sarama"
-
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
@@ -57,8 +55,8 @@ func newQueue() *queue { return &queue{keys: map[string]*uint64{}} }
 // seqOf returns the entry of e's key (nil when it has none); ok is false for
 // an event without a key, which is never held.
 func (q *queue) seqOf(e *event) (seq *uint64, ok bool) {
-	key, ok := e.Record.Key.(sarama.ByteEncoder)
-	if !ok || key == nil {
+	key := e.Key()
+	if key == nil {
 		return nil, false
 	}
 	q.buf = appendKey(q.buf[:0], e.Record.Topic, key)

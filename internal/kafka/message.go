@@ -44,6 +44,12 @@ type Message struct {
 	prev, next *Message // in the publisher's flight list
 }
 
+// Key is the record's key as Build set it, or nil when it has none.
+func (m *Message) Key() []byte {
+	k, _ := m.Record.Key.(sarama.ByteEncoder)
+	return k
+}
+
 // Build makes m's record from ev, or says why ev cannot be a message.
 func (m *Message) Build(ev Event) error {
 	*m = Message{}

@@ -1,6 +1,4 @@
-package relay_test
-
-// SARAMA_DEBUG=1 sends sarama's internal log to stderr when a test needs it.
+package kafkatest
 
 import (
 	"log"
@@ -9,6 +7,8 @@ import (
 	"github.com/IBM/sarama"
 )
 
+// SARAMA_DEBUG=1 sends sarama's internal log to stderr in any test that
+// uses this package.
 func init() {
 	if os.Getenv("SARAMA_DEBUG") != "" {
 		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
