@@ -9,33 +9,47 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
-// planScans lists the relations a plan reads with a sequential scan.
-func planScans(t *testing.T, plan []byte) []string {
+// planNode is a node of EXPLAIN (FORMAT JSON), with what the tests read.
+type planNode struct {
+	NodeType   string     `json:"Node Type"`
+	Relation   string     `json:"Relation Name"`
+	Rows       float64    `json:"Actual Rows"`
+	Loops      float64    `json:"Actual Loops"`
+	Filtered   float64    `json:"Rows Removed by Filter"`
+	JoinFilter float64    `json:"Rows Removed by Join Filter"`
+	Plans      []planNode `json:"Plans"`
+}
+
+// planNodes reads an EXPLAIN (FORMAT JSON) result and returns every node of
+// its plans, each before its children.
+func planNodes(t *testing.T, plan []byte) []planNode {
 	t.Helper()
-	var root []struct{ Plan json.RawMessage }
+	var root []struct{ Plan planNode }
 	if err := json.Unmarshal(plan, &root); err != nil {
 		t.Fatalf("reading plan: %v", err)
 	}
-	var seq []string
-	var walk func(raw json.RawMessage)
-	walk = func(raw json.RawMessage) {
-		var n struct {
-			NodeType string            `json:"Node Type"`
-			Relation string            `json:"Relation Name"`
-			Plans    []json.RawMessage `json:"Plans"`
-		}
-		if err := json.Unmarshal(raw, &n); err != nil {
-			t.Fatalf("reading plan node: %v", err)
-		}
-		if n.NodeType == "Seq Scan" {
-			seq = append(seq, n.Relation)
-		}
+	var nodes []planNode
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		nodes = append(nodes, n)
 		for _, c := range n.Plans {
 			walk(c)
 		}
 	}
 	for _, r := range root {
 		walk(r.Plan)
+	}
+	return nodes
+}
+
+// planScans lists the relations a plan reads with a sequential scan.
+func planScans(t *testing.T, plan []byte) []string {
+	t.Helper()
+	var seq []string
+	for _, n := range planNodes(t, plan) {
+		if n.NodeType == "Seq Scan" {
+			seq = append(seq, n.Relation)
+		}
 	}
 	return seq
 }
@@ -97,30 +111,9 @@ func TestPlans_ClaimAndQueuedKeysReadTheIndexesWhateverTheStatisticsSay(t *testi
 // their loops: what it read and compared, whatever its estimates were.
 func planWork(t *testing.T, plan []byte) float64 {
 	t.Helper()
-	var root []struct{ Plan json.RawMessage }
-	if err := json.Unmarshal(plan, &root); err != nil {
-		t.Fatalf("reading plan: %v", err)
-	}
 	var work float64
-	var walk func(raw json.RawMessage)
-	walk = func(raw json.RawMessage) {
-		var n struct {
-			Rows       float64           `json:"Actual Rows"`
-			Loops      float64           `json:"Actual Loops"`
-			Filtered   float64           `json:"Rows Removed by Filter"`
-			JoinFilter float64           `json:"Rows Removed by Join Filter"`
-			Plans      []json.RawMessage `json:"Plans"`
-		}
-		if err := json.Unmarshal(raw, &n); err != nil {
-			t.Fatalf("reading plan node: %v", err)
-		}
+	for _, n := range planNodes(t, plan) {
 		work += (n.Rows + n.Filtered + n.JoinFilter) * n.Loops
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	for _, r := range root {
-		walk(r.Plan)
 	}
 	return work
 }
