@@ -44,6 +44,17 @@ func checkKeyOrder(t *testing.T, recs []*kgo.Record) int {
 	return len(seen)
 }
 
+// onKafkaInOrder checks that the n events are on topic orders, each key in
+// order, and returns how many records carried them (duplicates included).
+func (b *testBundle) onKafkaInOrder(t *testing.T, n int) int {
+	t.Helper()
+	recs := kafkatest.Consume(t, b.brokers, n, 30*time.Second, "orders")
+	if got := checkKeyOrder(t, recs); got != n {
+		t.Fatalf("%d distinct events on Kafka, want %d", got, n)
+	}
+	return len(recs)
+}
+
 // setTopicMaxBytes sets the topic's max.message.bytes: a fault on big
 // messages (MESSAGE_TOO_LARGE) that an operator can remove.
 func setTopicMaxBytes(t *testing.T, brokers []string, topic string, n int) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
@@ -76,10 +75,7 @@ func checkDelivered(t *testing.T, b *testBundle, n int) {
 	if bad := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status <> 'SENT' OR attempts <> 1`); bad != 0 {
 		t.Fatalf("%d rows are not SENT after exactly one attempt", bad)
 	}
-	recs := kafkatest.Consume(t, b.brokers, n, 30*time.Second, "orders")
-	if got := checkKeyOrder(t, recs); got != n {
-		t.Fatalf("%d distinct events on Kafka, want %d", got, n)
-	}
+	b.onKafkaInOrder(t, n)
 }
 
 func TestRelay_KafkaDownIsNotAnEventFailure(t *testing.T) {
