@@ -75,11 +75,8 @@ func (p *Proxy) accept() {
 func (p *Proxy) pump(pc *proxied, src, dst net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
-		select {
-		case <-pc.frozen:
-			<-p.closed
+		if p.held(pc) {
 			return
-		default:
 		}
 		n, err := src.Read(buf)
 		if src == pc.a && n > 0 {
@@ -90,11 +87,8 @@ func (p *Proxy) pump(pc *proxied, src, dst net.Conn) {
 				close(pc.started)
 			}
 		}
-		select {
-		case <-pc.frozen:
-			<-p.closed
+		if p.held(pc) {
 			return
-		default:
 		}
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -108,6 +102,18 @@ func (p *Proxy) pump(pc *proxied, src, dst net.Conn) {
 			dst.Close()
 			return
 		}
+	}
+}
+
+// held reports whether pc is frozen, and if it is, first waits for the
+// proxy to close: a frozen connection's data is never forwarded.
+func (p *Proxy) held(pc *proxied) bool {
+	select {
+	case <-pc.frozen:
+		<-p.closed
+		return true
+	default:
+		return false
 	}
 }
 
