@@ -1,16 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/store"
@@ -150,26 +151,26 @@ func scrapeRelay(ctx context.Context, url string) *relayState {
 	return rs
 }
 
-// gaugesOn reads Prometheus text and returns, for each gauge with one
-// label, the label value of its sample that is 1 (the role, the state), and
-// the value of each sample without labels.
+// gaugesOn reads Prometheus text (with the client library's own parser)
+// and returns, for each gauge with one label, the label value of its sample
+// that is 1 (the role, the state), and the value of each gauge without
+// labels. What cannot be parsed gives nothing.
 func gaugesOn(r io.Reader) (on map[string]string, values map[string]float64) {
 	on, values = map[string]string{}, map[string]float64{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := sc.Text()
-		if name, value, ok := strings.Cut(line, " "); ok && !strings.HasPrefix(line, "#") && !strings.Contains(name, "{") {
-			if v, err := strconv.ParseFloat(value, 64); err == nil {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, _ := parser.TextToMetricFamilies(r)
+	for name, f := range families {
+		if f.GetType() != dto.MetricType_GAUGE {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			switch v, labels := m.GetGauge().GetValue(), m.GetLabel(); {
+			case len(labels) == 0:
 				values[name] = v
+			case len(labels) == 1 && v == 1:
+				on[name] = labels[0].GetValue()
 			}
-			continue
 		}
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok || !strings.HasSuffix(rest, "} 1") || strings.Count(rest, "=") != 1 {
-			continue
-		}
-		_, value, _ := strings.Cut(strings.TrimSuffix(rest, "} 1"), "=")
-		on[name] = strings.Trim(value, `"`)
 	}
 	return on, values
 }
