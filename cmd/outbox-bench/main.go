@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -21,6 +22,7 @@ type options struct {
 	dbURL, brokers, relayBin, topic, outDir string
 	trace                                   string
 	events, big, conns, drainRuns, purge    int
+	stallDrains                             int
 	relayArgs                               []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -54,6 +56,7 @@ func main() {
 	flag.StringVar(&o.outDir, "out", "bench-results", "where results.json and latency.svg go")
 	flag.IntVar(&o.events, "events", 200000, "events for the drain phases")
 	flag.IntVar(&o.drainRuns, "drain-runs", 3, "how many times to run the three drain phases; each row reports the median run")
+	flag.IntVar(&o.stallDrains, "stall-drains", 0, "only repeat the relay's drain of --events this many times and count the drains in which the stream went silent (a stall the watchdog ended); 0 runs the normal phases")
 	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")
 	flag.IntVar(&o.purge, "purge-events", 1000000, "old SENT events that retention deletes during a stream at 1,000/s (0 skips the phase)")
 	flag.IntVar(&o.conns, "writers", 8, "writer connections in the steady phases")
@@ -83,6 +86,8 @@ type bench struct {
 	pool   *pgxpool.Pool
 	res    []Result
 	traced int // latency traces written
+	// relayLog, when set, receives the relays' stderr instead of os.Stderr.
+	relayLog io.Writer
 }
 
 func run(ctx context.Context, o options) error {
@@ -94,6 +99,9 @@ func run(ctx context.Context, o options) error {
 	b := &bench{o: o, pool: pool}
 	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
 		return fmt.Errorf("the database needs the outbox schema (outbox-relay migrate): %w", err)
+	}
+	if o.stallDrains > 0 {
+		return b.stallDrains(ctx, o.stallDrains)
 	}
 	if err := b.drains(ctx); err != nil {
 		return err

@@ -31,6 +31,9 @@ func (b *bench) startRelay(args ...string) (*relayProcess, error) {
 	cmd := exec.Command(b.o.relayBin, args...)
 	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers)
 	cmd.Stderr = os.Stderr
+	if b.relayLog != nil {
+		cmd.Stderr = b.relayLog
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
