@@ -31,4 +31,4 @@ kafka_dev_start "$WORK/kafka-dev" bench:3 "$WORK/kafka.log"
 
 log "running the benchmark (several minutes)"
 "$WORK/outbox-bench" --database-url "$DATABASE_URL" --kafka-brokers "127.0.0.1:$KAFKA_PORT" \
-  --relay "$WORK/outbox-relay" "$@"
+  --relay "$WORK/outbox-relay" --broker-pid "$KAFKA_PID" "$@"

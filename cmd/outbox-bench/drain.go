@@ -87,6 +87,14 @@ func (b *bench) drainOnce(ctx context.Context) ([]Result, error) {
 	return []Result{decode, stream, poll}, b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
 }
 
+// perEvent is cpu seconds for n events in µs per event.
+func perEvent(cpu float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return cpu / float64(n) * 1e6
+}
+
 // decodeLimit: pg_recvlogical drains the n events up to end from a fresh
 // slot.
 func (b *bench) decodeLimit(ctx context.Context, n int, end pglogrepl.LSN) (Result, error) {
@@ -107,7 +115,7 @@ func (b *bench) relayDrain(ctx context.Context, n int, end pglogrepl.LSN, decode
 		return Result{}, err
 	}
 	fmt.Fprintln(os.Stderr, "relay drain")
-	t0 := time.Now()
+	t0, broker0 := time.Now(), b.brokerCPU()
 	r, err := b.startRelay("--slot", "bench_relay")
 	if err != nil {
 		return Result{}, err
@@ -116,12 +124,13 @@ func (b *bench) relayDrain(ctx context.Context, n int, end pglogrepl.LSN, decode
 	if err != nil {
 		return Result{}, err
 	}
+	broker := b.brokerCPU() - broker0
 	if got, err := b.sent(ctx); err != nil || got != n {
 		return Result{}, fmt.Errorf("relay drain: %d SENT rows, want %d (%v)", got, n, err)
 	}
 	b.dropSlot(ctx, "bench_relay")
 	return Result{Phase: "relay drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
-		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu,
+		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu, CPUPerEvent: perEvent(cpu, n), BrokerCPU: broker,
 		Description: "outbox-relay streams the same events: Kafka acked, status rows written, slot confirmed"}, nil
 }
 
@@ -134,7 +143,7 @@ func (b *bench) pollDrain(ctx context.Context, n int, decodeRate float64) (Resul
 	if err := b.trimTopic(ctx); err != nil {
 		return Result{}, err
 	}
-	t0 := time.Now()
+	t0, broker0 := time.Now(), b.brokerCPU()
 	r, err := b.startRelay("--mode", "poll")
 	if err != nil {
 		return Result{}, err
@@ -145,10 +154,11 @@ func (b *bench) pollDrain(ctx context.Context, n int, decodeRate float64) (Resul
 	})
 	secs := time.Since(t0).Seconds()
 	rss, cpu := r.usage()
+	broker := b.brokerCPU() - broker0
 	if stopErr := r.stop(); err == nil {
 		err = stopErr
 	}
 	return Result{Phase: "poll-only drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
-		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu,
+		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu, CPUPerEvent: perEvent(cpu, n), BrokerCPU: broker,
 		Description: "outbox-relay --mode=poll (a classic polling relay) drains the same events"}, err
 }

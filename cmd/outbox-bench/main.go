@@ -22,7 +22,7 @@ type options struct {
 	dbURL, brokers, relayBin, topic, outDir string
 	trace                                   string
 	events, big, conns, drainRuns, purge    int
-	stallDrains                             int
+	stallDrains, backfill, brokerPID        int
 	relayArgs                               []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -30,17 +30,25 @@ type options struct {
 
 // Result is one row of the table.
 type Result struct {
-	Phase       string    `json:"phase"`
-	Events      int       `json:"events"`
-	Seconds     float64   `json:"seconds"`
-	EventsPerS  float64   `json:"events_per_s"`
-	VsDecode    float64   `json:"vs_decode_limit,omitempty"`
-	P50ms       float64   `json:"p50_ms,omitempty"`
-	P95ms       float64   `json:"p95_ms,omitempty"`
-	P99ms       float64   `json:"p99_ms,omitempty"`
-	MaxMs       float64   `json:"max_ms,omitempty"`
-	RSSMiB      float64   `json:"relay_peak_rss_mib,omitempty"`
-	CPUSeconds  float64   `json:"relay_cpu_s,omitempty"`
+	Phase      string  `json:"phase"`
+	Events     int     `json:"events"`
+	Seconds    float64 `json:"seconds"`
+	EventsPerS float64 `json:"events_per_s"`
+	VsDecode   float64 `json:"vs_decode_limit,omitempty"`
+	P50ms      float64 `json:"p50_ms,omitempty"`
+	P95ms      float64 `json:"p95_ms,omitempty"`
+	P99ms      float64 `json:"p99_ms,omitempty"`
+	MaxMs      float64 `json:"max_ms,omitempty"`
+	RSSMiB     float64 `json:"relay_peak_rss_mib,omitempty"`
+	CPUSeconds float64 `json:"relay_cpu_s,omitempty"`
+	// CPUPerEvent is the relay's CPU per event in µs: over the measured
+	// window in the steady phases, over the whole run in the others.
+	CPUPerEvent float64 `json:"relay_cpu_us_per_event,omitempty"`
+	// BrokerCPU is the development broker's CPU seconds over the same span:
+	// not the relay's cost (a real Kafka runs elsewhere), but taken from the
+	// same two cores.
+	BrokerCPU   float64   `json:"broker_cpu_s,omitempty"`
+	VsDrain     float64   `json:"vs_relay_drain,omitempty"` // backfill: its rate over the relay drain's
 	WriterRate  float64   `json:"writer_rate,omitempty"`
 	TargetRate  int       `json:"target_rate,omitempty"`
 	RunsPerS    []float64 `json:"runs_events_per_s,omitempty"` // every run's rate; the row is their median
@@ -57,6 +65,8 @@ func main() {
 	flag.IntVar(&o.events, "events", 200000, "events for the drain phases")
 	flag.IntVar(&o.drainRuns, "drain-runs", 3, "how many times to run the three drain phases; each row reports the median run")
 	flag.IntVar(&o.stallDrains, "stall-drains", 0, "only repeat the relay's drain of --events this many times and count the drains in which the stream went silent (a stall the watchdog ended); 0 runs the normal phases")
+	flag.IntVar(&o.backfill, "backfill-events", 1000000, "events written before the relay's first start, which it delivers through its backfill (0 skips the phase)")
+	flag.IntVar(&o.brokerPID, "broker-pid", 0, "the development broker's process id, to report its CPU per phase (0: not reported)")
 	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")
 	flag.IntVar(&o.purge, "purge-events", 1000000, "old SENT events that retention deletes during a stream at 1,000/s (0 skips the phase)")
 	flag.IntVar(&o.conns, "writers", 8, "writer connections in the steady phases")
@@ -105,6 +115,11 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := b.drains(ctx); err != nil {
 		return err
+	}
+	if o.backfill > 0 {
+		if err := b.backfillPhase(ctx); err != nil {
+			return err
+		}
 	}
 	if err := b.steadyStates(ctx); err != nil {
 		return err

@@ -54,15 +54,30 @@ func (r *relayProcess) usage() (float64, float64) {
 			}
 		}
 	}
-	var cpu float64
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		cpu = (ut + st) / 100 // clock ticks
+	return rss, cpuSeconds(pid)
+}
+
+// cpuSeconds is the user and system CPU a process has used so far (0 when
+// it cannot be read).
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
 	}
-	return rss, cpu
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // clock ticks
+}
+
+// brokerCPU is the development broker's CPU seconds so far (0 without
+// --broker-pid).
+func (b *bench) brokerCPU() float64 {
+	if b.o.brokerPID == 0 {
+		return 0
+	}
+	return cpuSeconds(b.o.brokerPID)
 }
 
 func (r *relayProcess) stop() error {

@@ -10,11 +10,25 @@ import (
 )
 
 func (b *bench) print() {
-	fmt.Printf("\n%-31s %9s %8s %10s %7s %8s %8s %8s %8s %8s %7s %9s\n",
-		"phase", "events", "seconds", "events/s", "vs dec", "p50 ms", "p95 ms", "p99 ms", "max ms", "RSS MiB", "CPU s", "writer/s")
+	fmt.Printf("\n%-31s %9s %8s %10s %7s %8s %8s %8s %8s %8s %7s %9s %9s %9s\n",
+		"phase", "events", "seconds", "events/s", "vs dec", "p50 ms", "p95 ms", "p99 ms", "max ms", "RSS MiB", "CPU s", "CPU µs/ev", "broker s", "writer/s")
 	for _, r := range b.res {
-		fmt.Printf("%-31s %9d %8.2f %10.0f %7s %8s %8s %8s %8s %8s %7s %9s\n", r.Phase, r.Events, r.Seconds, r.EventsPerS,
-			pct(r.VsDecode), num(r.P50ms), num(r.P95ms), num(r.P99ms), num(r.MaxMs), num(r.RSSMiB), num(r.CPUSeconds), num(r.WriterRate))
+		vs := pct(r.VsDecode)
+		if r.VsDrain > 0 {
+			vs = pct(r.VsDrain) + "d"
+		}
+		fmt.Printf("%-31s %9d %8.2f %10.0f %7s %8s %8s %8s %8s %8s %7s %9s %9s %9s\n", r.Phase, r.Events, r.Seconds, r.EventsPerS,
+			vs, num(r.P50ms), num(r.P95ms), num(r.P99ms), num(r.MaxMs), num(r.RSSMiB), num(r.CPUSeconds), num(r.CPUPerEvent), num(r.BrokerCPU), num(r.WriterRate))
+	}
+	fmt.Println("vs dec: the rate over the decode limit's (backfill, marked d: over the relay drain's). CPU µs/ev: the relay's CPU per event (steady phases: over the measured window). broker s: the development broker's CPU seconds over the same span.")
+	cpu := map[string]float64{}
+	for _, r := range b.res {
+		cpu[r.Phase] = r.CPUPerEvent
+	}
+	if drain := cpu["relay drain"]; drain > 0 {
+		if v, ok := cpu["stream @ 1000/s"]; ok {
+			fmt.Printf("relay CPU per event, stream @ 1000/s: %.1f× the drain's\n", v/drain)
+		}
 	}
 	for _, r := range b.res {
 		if len(r.RunsPerS) > 1 {

@@ -160,10 +160,25 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess) (Result, 
 		}
 		defer c.stop()
 	}
+	// CPU over the measured window only: from the end of the warm-up to
+	// the end of writing.
+	var relay0, broker0 float64
+	measuring := time.AfterFunc(b.o.warmup, func() {
+		if r != nil {
+			_, relay0 = r.usage()
+		}
+		broker0 = b.brokerCPU()
+	})
+	defer measuring.Stop()
 	w, err := b.write(ctx, rate)
 	if err != nil {
 		return Result{}, err
 	}
+	var relay1 float64
+	if r != nil {
+		_, relay1 = r.usage()
+	}
+	broker1 := b.brokerCPU()
 	total := int(w.measured.Load())
 	res := Result{Events: total, Seconds: w.elapsed, WriterRate: float64(total) / w.elapsed, TargetRate: rate,
 		EventsPerS: float64(total) / w.elapsed}
@@ -189,6 +204,8 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess) (Result, 
 	}
 	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = q(0.50), q(0.95), q(0.99), q(1)
 	res.RSSMiB, res.CPUSeconds = r.usage()
+	res.CPUPerEvent = perEvent(relay1-relay0, total)
+	res.BrokerCPU = broker1 - broker0
 	return res, nil
 }
 
