@@ -29,7 +29,6 @@ func TestPoller_TwoRelaysNeverClaimTheSameRowAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, kfake.SeedTopics(3, "orders"))
 	const n = 3000
-	b.pending(t, "orders", n)
 
 	// Record every claim: a trigger notes which instance took which row.
 	b.exec(t, `CREATE TABLE claims (event_id uuid, instance text, at timestamptz DEFAULT clock_timestamp())`)
@@ -42,13 +41,32 @@ func TestPoller_TwoRelaysNeverClaimTheSameRowAtOnce(t *testing.T) {
 		END $$`)
 	b.exec(t, `CREATE TRIGGER note_claim BEFORE UPDATE ON outbox.deliveries FOR EACH ROW EXECUTE FUNCTION note_claim()`)
 
+	var relays []*relay.Relay
 	for _, name := range []string{"relay-a", "relay-b"} {
 		cfg := b.config(t)
 		cfg.Mode = relay.ModePoll
 		cfg.Poll.InstanceID = name
 		cfg.Poll.BatchSize = 100
-		b.startPoller(t, cfg)
+		cfg.Poll.Interval = 10 * time.Millisecond
+		r, stop := b.runRelay(t, cfg)
+		t.Cleanup(func() {
+			if err := stop(); err != nil {
+				t.Errorf("poller stopped with %v", err)
+			}
+		})
+		relays = append(relays, r)
 	}
+	// Both poll before there is anything to claim: one alone could take
+	// every row before the other starts.
+	pgtest.Eventually(t, 30*time.Second, "both pollers polling", func() (bool, string) {
+		for _, r := range relays {
+			if err := r.Ready(); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+	b.pending(t, "orders", n)
 	b.waitStatus(t, "SENT", n, 60*time.Second)
 	if twice := pgtest.Count(t, b.pool, `SELECT count(*) FROM (SELECT event_id FROM claims GROUP BY 1 HAVING count(*) > 1) x`); twice != 0 {
 		t.Fatalf("%d events were claimed more than once", twice)
