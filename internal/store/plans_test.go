@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
@@ -55,6 +58,43 @@ func planScans(t *testing.T, plan []byte) []string {
 	return seq
 }
 
+// execAll runs each statement in turn.
+func execAll(t *testing.T, pool *pgxpool.Pool, sqls ...string) {
+	t.Helper()
+	for _, sql := range sqls {
+		if _, err := pool.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+// queuePending writes n events to topic orders over keys keys, each with a
+// PENDING row, due now.
+func queuePending(t *testing.T, pool *pgxpool.Pool, n, keys int) {
+	t.Helper()
+	execAll(t, pool,
+		fmt.Sprintf(`INSERT INTO outbox.events (topic, key, payload) SELECT 'orders', 'k' || (n %% %d), '{}' FROM generate_series(1, %d) n`, keys, n),
+		`INSERT INTO outbox.deliveries (event_id, status, topic, key, commit_lsn, tx_position, seq)
+			SELECT id, 'PENDING', topic, key, '0/0', 0, seq FROM outbox.events`)
+}
+
+// explainClaim runs a claim of batch rows under EXPLAIN ANALYZE, in a
+// transaction it rolls back, and returns the plan as JSON.
+func explainClaim(t *testing.T, pool *pgxpool.Pool, batch int, hold bool) []byte {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // only explained
+	var plan []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+claimSQL, "me", batch, nil, hold).Scan(&plan); err != nil {
+		t.Fatalf("explaining the claim: %v", err)
+	}
+	return plan
+}
+
 // A queue drained since the planner last sampled the table looks, to the
 // planner, like tens of thousands of unfinished rows per key. The poller's
 // claim and the stream's queued-keys statement must still read only the
@@ -64,18 +104,9 @@ func planScans(t *testing.T, plan []byte) []string {
 func TestPlans_ClaimAndQueuedKeysReadTheIndexesWhateverTheStatisticsSay(t *testing.T) {
 	_, pool := pgtest.Migrated(t)
 	ctx := context.Background()
-	for _, sql := range []string{
-		`INSERT INTO outbox.events (topic, key, payload) SELECT 'orders', 'k' || (n % 20), '{}' FROM generate_series(1, 60000) n`,
-		`INSERT INTO outbox.deliveries (event_id, status, topic, key, commit_lsn, tx_position, seq)
-			SELECT id, 'PENDING', topic, key, '0/0', 0, seq FROM outbox.events`,
-		`ANALYZE outbox.events`,
-		`ANALYZE outbox.deliveries`,
-		`UPDATE outbox.deliveries SET status = 'SENT' WHERE seq <= 57000`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	queuePending(t, pool, 60000, 20)
+	execAll(t, pool, `ANALYZE outbox.events`, `ANALYZE outbox.deliveries`,
+		`UPDATE outbox.deliveries SET status = 'SENT' WHERE seq <= 57000`)
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -128,28 +159,11 @@ func planWork(t *testing.T, plan []byte) float64 {
 // 44 s instead of 3).
 func TestPlans_AClaimPlannedOnStatisticsOfAnEmptyOutboxDoesNotReadTheQueueOncePerRow(t *testing.T) {
 	_, pool := pgtest.Migrated(t)
-	ctx := context.Background()
 	const queued, batch = 4000, 500
-	for _, sql := range []string{
-		`VACUUM ANALYZE outbox.events, outbox.deliveries`,
-		`INSERT INTO outbox.events (topic, key, payload) SELECT 'orders', 'k' || (n % 200), '{}' FROM generate_series(1, 4000) n`,
-		`INSERT INTO outbox.deliveries (event_id, status, topic, key, commit_lsn, tx_position, seq)
-			SELECT id, 'PENDING', topic, key, '0/0', 0, seq FROM outbox.events`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	execAll(t, pool, `VACUUM ANALYZE outbox.events, outbox.deliveries`)
+	queuePending(t, pool, queued, 200)
 	for _, hold := range []bool{false, true} {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []byte
-		if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+claimSQL, "me", batch, nil, hold).Scan(&plan); err != nil {
-			t.Fatalf("explaining the claim: %v", err)
-		}
-		_ = tx.Rollback(ctx)
+		plan := explainClaim(t, pool, batch, hold)
 		work := planWork(t, plan)
 		t.Logf("FIGURES hold=%v: a claim of %d from %d queued rows over 200 keys: %.0f rows produced or compared", hold, batch, queued, work)
 		if work > 10*queued {
@@ -167,27 +181,10 @@ func TestPlans_AClaimPlannedOnStatisticsOfAnEmptyOutboxDoesNotReadTheQueueOncePe
 // as long as one of 500.
 func TestPlans_AClaimDoesNotCompareEveryRowItTakesWithEveryOther(t *testing.T) {
 	_, pool := pgtest.Migrated(t)
-	ctx := context.Background()
 	const queued, batch = 6000, 2000
-	for _, sql := range []string{
-		`INSERT INTO outbox.events (topic, key, payload) SELECT 'orders', 'k' || (n % 1000), '{}' FROM generate_series(1, 6000) n`,
-		`INSERT INTO outbox.deliveries (event_id, status, topic, key, commit_lsn, tx_position, seq)
-			SELECT id, 'PENDING', topic, key, '0/0', 0, seq FROM outbox.events`,
-		`VACUUM ANALYZE outbox.events, outbox.deliveries`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // only explained
-	var plan []byte
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+claimSQL, "me", batch, nil, false).Scan(&plan); err != nil {
-		t.Fatalf("explaining the claim: %v", err)
-	}
+	queuePending(t, pool, queued, 1000)
+	execAll(t, pool, `VACUUM ANALYZE outbox.events, outbox.deliveries`)
+	plan := explainClaim(t, pool, batch, false)
 	work := planWork(t, plan)
 	t.Logf("FIGURES a claim of %d from %d queued rows over 1,000 keys: %.0f rows produced or compared", batch, queued, work)
 	if work > 50*batch {
