@@ -48,13 +48,7 @@ func TestPoller_TwoRelaysNeverClaimTheSameRowAtOnce(t *testing.T) {
 		cfg.Poll.InstanceID = name
 		cfg.Poll.BatchSize = 100
 		cfg.Poll.Interval = 10 * time.Millisecond
-		r, stop := b.runRelay(t, cfg)
-		t.Cleanup(func() {
-			if err := stop(); err != nil {
-				t.Errorf("poller stopped with %v", err)
-			}
-		})
-		relays = append(relays, r)
+		relays = append(relays, b.startPoller(t, cfg))
 	}
 	// Both poll before there is anything to claim: one alone could take
 	// every row before the other starts.
@@ -171,14 +165,15 @@ func TestPoller_GapSweepDeliversEventsWrittenWhileTheSlotWasGone(t *testing.T) {
 }
 
 // startPoller runs a poll-only relay (no slot to wait for).
-func (b *testBundle) startPoller(t *testing.T, cfg relay.Config) {
+func (b *testBundle) startPoller(t *testing.T, cfg relay.Config) *relay.Relay {
 	t.Helper()
-	stop := b.run(t, cfg)
+	r, stop := b.runRelay(t, cfg)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
 			t.Errorf("poller stopped with %v", err)
 		}
 	})
+	return r
 }
 
 func TestPoller_SweepNeverPassesATransactionThatHasNotWrittenYet(t *testing.T) {
