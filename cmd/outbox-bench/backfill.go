@@ -33,27 +33,19 @@ func (b *bench) backfillPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	deadline := t0.Add(30 * time.Minute)
-	for {
+	// Counting a million rows is not free: every 250 ms.
+	err = waitEvery(ctx, 30*time.Minute, 250*time.Millisecond, "the backfill to send every event", func() (bool, error) {
 		got, err := b.sent(ctx)
-		if err != nil {
-			_ = r.stop()
-			return err
-		}
-		if got >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = r.stop()
-			return fmt.Errorf("backfill: %d of %d events SENT after 30 minutes", got, n)
-		}
-		time.Sleep(250 * time.Millisecond) // counting a million rows is not free
-	}
+		return got >= n, err
+	})
 	secs := time.Since(t0).Seconds()
 	rss, cpu := r.usage()
 	broker := b.brokerCPU() - broker0
-	if err := r.stop(); err != nil {
-		return err
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return fmt.Errorf("backfill: %w", err)
 	}
 	res := Result{Phase: "backfill", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
 		RSSMiB: rss, CPUSeconds: cpu, CPUPerEvent: perEvent(cpu, n), BrokerCPU: broker,

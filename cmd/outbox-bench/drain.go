@@ -58,17 +58,7 @@ func median(rs []Result) Result {
 // events.
 func (b *bench) drainOnce(ctx context.Context) ([]Result, error) {
 	n := b.o.events
-	for _, s := range []string{"bench_decode", "bench_relay"} {
-		b.dropSlot(ctx, s)
-		if err := b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
-			return nil, err
-		}
-	}
-	fmt.Fprintf(os.Stderr, "inserting %d events (1,000 per transaction)\n", n)
-	if err := b.insertEvents(ctx, n, 1000); err != nil {
-		return nil, err
-	}
-	end, err := b.lsn(ctx)
+	end, err := b.backlog(ctx, n, "bench_decode", "bench_relay")
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +75,23 @@ func (b *bench) drainOnce(ctx context.Context) ([]Result, error) {
 		return nil, err
 	}
 	return []Result{decode, stream, poll}, b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
+}
+
+// backlog creates each slot afresh, then commits n events (1,000 per
+// transaction) for them to drain, and returns the WAL position after the
+// last commit.
+func (b *bench) backlog(ctx context.Context, n int, slots ...string) (pglogrepl.LSN, error) {
+	for _, s := range slots {
+		b.dropSlot(ctx, s)
+		if err := b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, s); err != nil {
+			return 0, err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "inserting %d events (1,000 per transaction)\n", n)
+	if err := b.insertEvents(ctx, n, 1000); err != nil {
+		return 0, err
+	}
+	return b.lsn(ctx)
 }
 
 // perEvent is cpu seconds for n events in µs per event.

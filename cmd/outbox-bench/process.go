@@ -93,6 +93,11 @@ func (r *relayProcess) stop() error {
 
 // waitFor polls cond every 20ms until it holds or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	return waitEvery(ctx, timeout, 20*time.Millisecond, what, cond)
+}
+
+// waitEvery polls cond every interval until it holds or timeout passes.
+func waitEvery(_ context.Context, timeout, interval time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()
@@ -105,7 +110,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		if time.Now().After(deadline) {
 			return fmt.Errorf("timed out waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 

@@ -162,23 +162,24 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess) (Result, 
 	}
 	// CPU over the measured window only: from the end of the warm-up to
 	// the end of writing.
-	var relay0, broker0 float64
-	measuring := time.AfterFunc(b.o.warmup, func() {
+	cpu := func() (relay, broker float64) {
 		if r != nil {
-			_, relay0 = r.usage()
+			_, relay = r.usage()
 		}
-		broker0 = b.brokerCPU()
+		return relay, b.brokerCPU()
+	}
+	atWarmup := make(chan [2]float64, 1)
+	measuring := time.AfterFunc(b.o.warmup, func() {
+		relay, broker := cpu()
+		atWarmup <- [2]float64{relay, broker}
 	})
 	defer measuring.Stop()
 	w, err := b.write(ctx, rate)
 	if err != nil {
 		return Result{}, err
 	}
-	var relay1 float64
-	if r != nil {
-		_, relay1 = r.usage()
-	}
-	broker1 := b.brokerCPU()
+	relay1, broker1 := cpu()
+	cpu0 := <-atWarmup // write ran past the warm-up
 	total := int(w.measured.Load())
 	res := Result{Events: total, Seconds: w.elapsed, WriterRate: float64(total) / w.elapsed, TargetRate: rate,
 		EventsPerS: float64(total) / w.elapsed}
@@ -204,8 +205,8 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess) (Result, 
 	}
 	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = q(0.50), q(0.95), q(0.99), q(1)
 	res.RSSMiB, res.CPUSeconds = r.usage()
-	res.CPUPerEvent = perEvent(relay1-relay0, total)
-	res.BrokerCPU = broker1 - broker0
+	res.CPUPerEvent = perEvent(relay1-cpu0[0], total)
+	res.BrokerCPU = broker1 - cpu0[1]
 	return res, nil
 }
 
