@@ -33,11 +33,7 @@ func (b *bench) backfillPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Counting a million rows is not free: every 250 ms.
-	err = waitEvery(ctx, 30*time.Minute, 250*time.Millisecond, "the backfill to send every event", func() (bool, error) {
-		got, err := b.sent(ctx)
-		return got >= n, err
-	})
+	err = b.untilSent(ctx, n, 30*time.Minute, "the backfill to send every event")
 	secs := time.Since(t0).Seconds()
 	rss, cpu := r.usage()
 	broker := b.brokerCPU() - broker0

@@ -155,10 +155,7 @@ func (b *bench) pollDrain(ctx context.Context, n int, decodeRate float64) (Resul
 	if err != nil {
 		return Result{}, err
 	}
-	err = waitFor(ctx, 20*time.Minute, "the poller to send every event", func() (bool, error) {
-		got, err := b.sent(ctx)
-		return got == n, err
-	})
+	err = b.untilSent(ctx, n, 20*time.Minute, "the poller to send every event")
 	secs := time.Since(t0).Seconds()
 	rss, cpu := r.usage()
 	broker := b.brokerCPU() - broker0
