@@ -79,6 +79,10 @@ type event struct {
 	// order.
 	commitLSN uint64
 	txPos     int32
+	// afterBackfill: e is queued behind the new slot's backfill (its key
+	// has events the backfill has yet to give a row), so its row waits
+	// until the backfill has finished (store.UntilBackfilled).
+	afterBackfill bool
 }
 
 // deferred reports whether e was not sent and is queued as a PENDING row:

@@ -248,3 +248,22 @@ func TestOrder_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testin
 		sb.checkInOrder(t, next+99)
 	})
 }
+
+func TestOrder_TheStreamDoesNotOvertakeAKeyTheBackfillHasNotReachedYet(t *testing.T) {
+	eachIDMode(t, func(t *testing.T, id string) {
+		b := setup(t, kfake.SeedTopics(3, "orders"))
+		// Pages of other keys first: the backfill reaches key k, written
+		// last, only after several pages.
+		const others = 60000
+		b.exec(t, `INSERT INTO outbox.events (id, topic, key, payload)
+			SELECT `+id+`, 'orders', 'other-' || (s % 100), jsonb_build_object('seq', s) FROM generate_series(1, $1::int) s`, others)
+		b.writeKey(t, id, others+1, 10, 10)
+		cfg := b.config(t)
+		b.run(t, cfg)
+		b.waitStreaming(t, cfg)
+		// Streamed while the backfill walks the other keys' pages: queued
+		// behind k's first ten, which have no row yet.
+		b.writeKey(t, id, others+11, 20, 1)
+		b.checkInOrder(t, others+30)
+	})
+}

@@ -175,10 +175,15 @@ func (p *poller) pause(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
-// runOnce does one round: take back stuck rows, sweep for gaps, claim and
-// deliver due rows. busy says a full batch was found.
+// runOnce does one round: take back stuck rows, make due the rows queued
+// behind a backfill that has finished, sweep for gaps, claim and deliver
+// due rows. busy says a full batch was found.
 func (p *poller) runOnce(ctx context.Context) (busy bool, err error) {
 	if err := p.rescueStuck(ctx); err != nil {
+		return false, err
+	}
+	released, err := p.store.ReleaseBackfilled(ctx, p.cfg.BatchSize)
+	if err != nil {
 		return false, err
 	}
 	swept, err := p.sweep(ctx)
@@ -192,7 +197,7 @@ func (p *poller) runOnce(ctx context.Context) (busy bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	return claimed == p.cfg.BatchSize || swept == p.cfg.BatchSize, nil
+	return claimed == p.cfg.BatchSize || swept == p.cfg.BatchSize || released == int64(p.cfg.BatchSize), nil
 }
 
 func (p *poller) rescueStuck(ctx context.Context) error {

@@ -39,7 +39,7 @@ type queue struct {
 	// keys than that, backfilling: every event with a key queues, and its
 	// key is remembered as queued.
 	backfilling  bool
-	backfillKeys []string
+	backfillKeys map[string]struct{}
 	// keys maps each key whose new events queue (appendKey) to the
 	// session's count of events up to the last one queued for it (0: known
 	// from the table). A pointer, so that the per-event update of a key
@@ -77,6 +77,7 @@ func (q *queue) route(b *batch) (queued int) {
 		if e.skip || e.invalid != "" {
 			continue
 		}
+		e.afterBackfill = q.behindBackfill(e)
 		if !q.spilling {
 			switch last, keyed := q.seqOf(e); {
 			case last != nil:
@@ -97,6 +98,25 @@ func (q *queue) route(b *batch) (queued int) {
 		q.spilled += int64(queued)
 	}
 	return queued
+}
+
+// behindBackfill reports whether e's key has events the running backfill
+// may not have given a row yet: the backfill's keys, or with more than it
+// remembers, every key. Call with q.mu held, before seqOf (it uses q.buf).
+func (q *queue) behindBackfill(e *event) bool {
+	if !q.backfilling && len(q.backfillKeys) == 0 {
+		return false
+	}
+	key := e.Key()
+	if key == nil {
+		return false
+	}
+	if q.backfilling {
+		return true
+	}
+	q.buf = appendKey(q.buf[:0], e.Record.Topic, key)
+	_, ok := q.backfillKeys[string(q.buf)]
+	return ok
 }
 
 // hold notes that e (number seq) waits for a retry or failed, under the
@@ -151,7 +171,7 @@ func (q *queue) replace(table []store.QueuedKey, written uint64, p deferrer) (ok
 			keys[k] = seq
 		}
 	}
-	for _, k := range q.backfillKeys {
+	for k := range q.backfillKeys {
 		if keys[k] == nil {
 			keys[k] = new(uint64)
 		}
@@ -179,9 +199,10 @@ func (q *queue) backfill(keys []store.QueuedKey) {
 		q.backfilling = true
 		return
 	}
+	q.backfillKeys = make(map[string]struct{}, len(keys))
 	for _, k := range keys {
 		q.buf = appendKey(q.buf[:0], k.Topic, []byte(k.Key))
-		q.backfillKeys = append(q.backfillKeys, string(q.buf))
+		q.backfillKeys[string(q.buf)] = struct{}{}
 		if q.keys[string(q.buf)] == nil {
 			q.keys[string(q.buf)] = new(uint64)
 		}

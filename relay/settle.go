@@ -53,8 +53,12 @@ func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Durat
 		CommitLSN: e.commitLSN, TxPosition: e.txPos}
 	switch res := &e.Outcome; {
 	case e.deferred():
-		// Never sent: no attempt. Due now, for the poller.
+		// Never sent: no attempt. Due now, for the poller, or once the
+		// backfill is done if it is queued behind it.
 		o.Status, o.Attempts = store.StatusPending, prior
+		if e.afterBackfill {
+			o.Delay = store.UntilBackfilled
+		}
 	case e.invalid != "":
 		o.Status, o.Reason, o.LastError, o.Attempts = store.StatusFailed, store.ReasonInvalidEvent, e.invalid, prior
 	case res.Result == kafka.Sent:

@@ -17,7 +17,8 @@ type Outcome struct {
 	// Partition and Offset say where a SENT event is on Kafka.
 	Partition int32
 	Offset    int64
-	// Delay is how long a PENDING event waits before its next attempt.
+	// Delay is how long a PENDING event waits before its next attempt, or
+	// UntilBackfilled.
 	Delay time.Duration
 	// MaxAttempts is the event's effective limit.
 	MaxAttempts int32
@@ -27,6 +28,12 @@ type Outcome struct {
 	CommitLSN  uint64
 	TxPosition int32
 }
+
+// UntilBackfilled, as an Outcome's Delay, has the PENDING row wait until no
+// backfill is running (next_attempt_at 'infinity' until ReleaseBackfilled):
+// the stream queued its event behind events of its key that the backfill of
+// a new slot has not given a row yet, and the poller must not take it first.
+const UntilBackfilled time.Duration = -1
 
 // Outcomes is a batch of outcomes in column form, as both outcome
 // statements take it ($1..$9, and for the stream's rows the commit order in
@@ -70,7 +77,11 @@ func (o *Outcomes) Add(r Outcome) {
 	}
 	o.partitions = append(o.partitions, part)
 	o.offsets = append(o.offsets, off)
-	o.delaysMS = append(o.delaysMS, r.Delay.Milliseconds())
+	delay := r.Delay.Milliseconds()
+	if r.Delay == UntilBackfilled {
+		delay = -1 // the statements' mark for 'infinity'
+	}
+	o.delaysMS = append(o.delaysMS, delay)
 	o.maxAttempt = append(o.maxAttempt, r.MaxAttempts)
 	o.lsns = append(o.lsns, int64(r.CommitLSN)) //nolint:gosec // an LSN fits: PostgreSQL's WAL is far from 2^63 bytes
 	o.positions = append(o.positions, r.TxPosition)

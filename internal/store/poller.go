@@ -19,6 +19,8 @@ var (
 	claimSQL string
 	//go:embed sql/release.sql
 	releaseSQL string
+	//go:embed sql/release_backfilled.sql
+	releaseBackfilledSQL string
 	//go:embed sql/rescue_stuck.sql
 	rescueStuckSQL string
 	//go:embed sql/sweep_horizon.sql
@@ -107,6 +109,16 @@ func (s *Store) Release(ctx context.Context, instance string) error {
 		return fmt.Errorf("handing back claimed rows: %w", err)
 	}
 	return nil
+}
+
+// ReleaseBackfilled makes due up to limit rows that waited for a backfill
+// (UntilBackfilled), once none is running, and returns how many.
+func (s *Store) ReleaseBackfilled(ctx context.Context, limit int) (int64, error) {
+	tag, err := s.db.Exec(ctx, releaseBackfilledSQL, limit, s.now())
+	if err != nil {
+		return 0, fmt.Errorf("releasing rows queued behind a backfill: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // Rescued is a row taken back from an instance that died.

@@ -16,6 +16,9 @@
 -- takes the event's insertion order (seq), the key order of queued rows
 -- (0009_insertion_order.up.sql).
 --
+-- A queued row with delay -1 (store.UntilBackfilled) waits, next_attempt_at
+-- 'infinity', until no backfill is running (release_backfilled.sql).
+--
 -- $1..$11: Outcomes in column form (outcomes.go); $12: retry policy; $13: now.
 WITH u AS (
     SELECT u.*, seen.topic, seen.key, seen.seq
@@ -28,7 +31,8 @@ WITH u AS (
         (event_id, status, attempts, last_error, failure_reason, next_attempt_at, kafka_partition, kafka_offset,
          sent_at, max_attempts, retry_policy, topic, key, commit_lsn, tx_position, seq)
     SELECT u.id, u.status, u.attempts, NULLIF(u.last_error, ''), NULLIF(u.reason, ''),
-           coalesce($13::timestamptz, now()) + u.delay_ms * interval '1 millisecond',
+           CASE WHEN u.delay_ms < 0 THEN 'infinity'
+                ELSE coalesce($13::timestamptz, now()) + u.delay_ms * interval '1 millisecond' END,
            NULLIF(u.part, -1), NULLIF(u.off, -1),
            CASE WHEN u.status = 'SENT' THEN coalesce($13::timestamptz, now()) END,
            u.max_attempts, $12::jsonb,
