@@ -211,8 +211,14 @@ func (p *poller) rescueStuck(ctx context.Context) error {
 }
 
 // sweep delivers, through PENDING rows, events that have no status row.
+// It waits while a backfill runs: the backfill delivers exactly the events
+// it would find, and publishes them without a PENDING row, so the two
+// would send them twice.
 func (p *poller) sweep(ctx context.Context) (int, error) {
 	if paused, err := p.waitForStream(ctx); paused || err != nil {
+		return 0, err
+	}
+	if running, err := p.store.BackfillRunning(ctx); running || err != nil {
 		return 0, err
 	}
 	upper, recheckUpper, err := p.store.SweepHorizon(ctx, p.cfg.GapGrace, p.cfg.GapRecheck)

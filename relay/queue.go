@@ -218,6 +218,14 @@ func (q *queue) endBackfill() {
 	q.backfilling, q.backfillKeys = false, nil
 }
 
+// backfillRunning reports whether the new slot's backfill is running (and
+// its keys queue).
+func (q *queue) backfillRunning() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.backfilling || q.backfillKeys != nil
+}
+
 // state reports whether the queue spills and how many keys queue.
 func (q *queue) state() (spilling bool, keys int) {
 	q.mu.Lock()

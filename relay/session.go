@@ -136,7 +136,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
 		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover, Timeout: r.cfg.ReplicationTimeout,
 	}
-	backfill := r.hookBackfill(ctx, &cfg)
+	backfill := r.hookBackfill(ctx, &cfg, pub)
 	defer backfill.end()
 	stream, err := cdc.Open(ctx, cfg)
 	if err != nil {

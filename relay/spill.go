@@ -105,7 +105,9 @@ func (s *session) refreshQueue() {
 	if spilling && !up {
 		return // nothing drains while Kafka is down
 	}
-	pause := up && (spilling || !s.drainingSince.IsZero() && time.Since(s.drainingSince) > drainPatience)
+	// While a backfill runs, its keys' queues cannot drain (their streamed
+	// events wait for it): no pause for them.
+	pause := up && (spilling || !s.queue.backfillRunning() && !s.drainingSince.IsZero() && time.Since(s.drainingSince) > drainPatience)
 	if pause && !s.waitWritten(s.routed, 2*drainWait) {
 		return
 	}

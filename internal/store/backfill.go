@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	_ "embed" // the statements
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -23,6 +24,10 @@ var (
 	backfillPageSQL string
 	//go:embed sql/backfill_keys.sql
 	backfillKeysSQL string
+	//go:embed sql/backfill_events.sql
+	backfillEventsSQL string
+	//go:embed sql/backfill_running.sql
+	backfillRunningSQL string
 	//go:embed sql/insert_pending.sql
 	insertPendingSQL string
 	//go:embed sql/schema_check.sql
@@ -114,6 +119,62 @@ func (s *Store) UnrelayedPage(ctx context.Context, after BackfillCursor, limit i
 		return nil, after, fmt.Errorf("reading events without a status row: %w", err)
 	}
 	return ids, next, nil
+}
+
+// BackfillEvents is a backfill page's events, read for delivery.
+type BackfillEvents struct {
+	// Events describes the columns of every row's Values.
+	Events *cdc.Relation
+	// Values are each event's columns in binary format, in the page's order.
+	Values [][][]byte
+	// HasRow says which of them have a status row by now: someone else
+	// owns them.
+	HasRow []bool
+	// Read is how many of the ids asked for the page covers.
+	Read int
+}
+
+// ReadBackfillEvents reads the events ids, in that order, with whether each
+// has a status row; events deleted meanwhile are left out. It stops after
+// the event that takes the values read to maxBytes: Read says how many ids
+// the page covers.
+func (s *Store) ReadBackfillEvents(ctx context.Context, ids [][16]byte, maxBytes int) (*BackfillEvents, error) {
+	rows, err := s.db.Query(ctx, backfillEventsSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
+	}
+	page := &BackfillEvents{Read: len(ids)}
+	size := 0
+	errFull := errors.New("full")
+	page.Events, err = eachEventRow(rows, 2, func(raw, values [][]byte) error {
+		if len(raw[0]) != 8 || len(raw[1]) != 1 {
+			return errors.New("unexpected relay columns")
+		}
+		page.Values = append(page.Values, values)
+		page.HasRow = append(page.HasRow, raw[1][0] == 1)
+		for _, v := range values {
+			size += len(v)
+		}
+		if size >= maxBytes {
+			page.Read = int(binary.BigEndian.Uint64(raw[0]))
+			return errFull
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFull) {
+		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
+	}
+	return page, nil
+}
+
+// BackfillRunning reports whether the backfill of some slot has started, not
+// finished, and is still going (its slot is in use).
+func (s *Store) BackfillRunning(ctx context.Context) (bool, error) {
+	var running bool
+	if err := s.db.QueryRow(ctx, backfillRunningSQL).Scan(&running); err != nil {
+		return false, fmt.Errorf("looking for a running backfill: %w", err)
+	}
+	return running, nil
 }
 
 // InsertPending gives events a PENDING row, due now, with maxAttempts

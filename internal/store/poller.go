@@ -64,20 +64,10 @@ func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool
 	if err != nil {
 		return nil, fmt.Errorf("claiming due rows: %w", err)
 	}
-	defer rows.Close()
-	fds := rows.FieldDescriptions()
-	if len(fds) < claimColumns { // the statement failed: no columns to read
-		rows.Close()
-		return nil, fmt.Errorf("claiming due rows: %w", cmp.Or(rows.Err(), errors.New("no columns returned")))
-	}
-	c := &Claimed{Events: &cdc.Relation{Namespace: "outbox", Name: "events"}}
-	for _, fd := range fds[claimColumns:] {
-		c.Events.Columns = append(c.Events.Columns, cdc.Column{Name: fd.Name, TypeOID: fd.DataTypeOID})
-	}
-	for rows.Next() {
-		raw := rows.RawValues()
-		if len(raw) < claimColumns || len(raw[0]) != 4 || len(raw[1]) != 4 {
-			return nil, errors.New("claiming due rows: unexpected relay columns")
+	c := &Claimed{}
+	c.Events, err = eachEventRow(rows, claimColumns, func(raw, values [][]byte) error {
+		if len(raw[0]) != 4 || len(raw[1]) != 4 {
+			return errors.New("unexpected relay columns")
 		}
 		r := ClaimedRow{
 			Attempts:    int32(binary.BigEndian.Uint32(raw[0])),
@@ -89,18 +79,47 @@ func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool
 		if v := raw[3]; len(v) == 8 {
 			r.PrevDelay = time.Duration(int64(binary.BigEndian.Uint64(v))) * time.Millisecond
 		}
-		r.Values = make([][]byte, len(raw)-claimColumns)
-		for i, v := range raw[claimColumns:] {
-			if v != nil { // RawValues are only valid until the next row
-				r.Values[i] = append(make([]byte, 0, len(v)), v...)
-			}
-		}
+		r.Values = values
 		c.Rows = append(c.Rows, r)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("claiming due rows: %w", err)
 	}
 	return c, nil
+}
+
+// eachEventRow reads rows of prefix relay columns followed by the columns of
+// outbox.events, in binary format: it returns the events' relation and calls
+// each with every row's raw values and a copy of its event's values, until
+// each returns an error, which it returns. It closes rows.
+func eachEventRow(rows pgx.Rows, prefix int, each func(raw, values [][]byte) error) (*cdc.Relation, error) {
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	if len(fds) < prefix { // the statement failed: no columns to read
+		rows.Close()
+		return nil, cmp.Or(rows.Err(), errors.New("no columns returned"))
+	}
+	rel := &cdc.Relation{Namespace: "outbox", Name: "events"}
+	for _, fd := range fds[prefix:] {
+		rel.Columns = append(rel.Columns, cdc.Column{Name: fd.Name, TypeOID: fd.DataTypeOID})
+	}
+	for rows.Next() {
+		raw := rows.RawValues()
+		if len(raw) != len(fds) {
+			return rel, errors.New("unexpected columns")
+		}
+		values := make([][]byte, len(raw)-prefix)
+		for i, v := range raw[prefix:] {
+			if v != nil { // RawValues are only valid until the next row
+				values[i] = append(make([]byte, 0, len(v)), v...)
+			}
+		}
+		if err := each(raw, values); err != nil {
+			return rel, err
+		}
+	}
+	return rel, rows.Err()
 }
 
 // Release hands back, uncounted, the rows instance holds.
