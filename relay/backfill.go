@@ -10,7 +10,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
-	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
@@ -103,7 +102,10 @@ func (r *Relay) startBackfill(ctx context.Context, snapshot string, pub *kafka.P
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("backfilling events committed before slot %q: %w", r.cfg.Slot, err)
 	}
-	d := r.newBackfillDelivery(pub, waiting)
+	var d *direct
+	if len(waiting) <= maxQueuedKeys { // else every event gets a PENDING row
+		d = r.newDirect(pub, waiting)
+	}
 	done := make(chan error, 1)
 	go func() {
 		defer conn.Close(context.WithoutCancel(ctx))
@@ -117,12 +119,12 @@ func (r *Relay) startBackfill(ctx context.Context, snapshot string, pub *kafka.P
 // delivers them with d, or, when d is nil, gives them PENDING rows, due
 // now, for the poller. With d, the next page is read while d delivers one;
 // a page holds at most a quarter of --max-in-flight-bytes of event values.
-func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *backfillDelivery) error {
+func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) error {
 	start := time.Now()
 	pol := r.cfg.Retry
 	var total int64
 	g, gctx := errgroup.WithContext(ctx)
-	pages := make(chan *store.BackfillEvents, 1)
+	pages := make(chan *store.EventPage, 1)
 	g.Go(func() error {
 		defer close(pages)
 		var after store.BackfillCursor
@@ -157,7 +159,7 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *backfillDeli
 	})
 	g.Go(func() error {
 		for page := range pages {
-			n, err := d.deliver(gctx, page)
+			n, err := d.deliver(gctx, r.store, page)
 			if err != nil {
 				return err
 			}
@@ -198,118 +200,4 @@ func (r *Relay) recoverUnfinishedBackfill(ctx context.Context) error {
 			zap.String("slot", r.cfg.Slot))
 	}
 	return nil
-}
-
-// backfillDelivery delivers a backfill's pages as the stream delivers its
-// batches: published in order, then given their status rows in one
-// statement, with no PENDING row written only for the poller to claim. An
-// event whose key must wait gets a PENDING row, due now, instead, and the
-// poller delivers it behind the rows it waits for (by insertion order,
-// which the backfill's pages follow): keys with unfinished rows when the
-// slot was created (the stream's queued keys, as the snapshot saw them),
-// and keys of which the backfill met an event that has a row by now
-// (someone else owns it) or that it did not send (deferred in a spill, or
-// with the hold policy, not SENT).
-type backfillDelivery struct {
-	r       *Relay
-	pub     *kafka.Publisher
-	waiting map[string]struct{} // appendKey
-	// all: more keys wait than waiting keeps: every event with a key does.
-	all   bool
-	buf   []byte
-	msgs  []*kafka.Message
-	rows  store.Outcomes
-	tally *metrics.Tally
-}
-
-// newBackfillDelivery returns the delivery of a backfill, or nil when more
-// keys wait than the relay keeps in memory: then every event gets a PENDING
-// row.
-func (r *Relay) newBackfillDelivery(pub *kafka.Publisher, waiting []store.QueuedKey) *backfillDelivery {
-	if len(waiting) > maxQueuedKeys {
-		return nil
-	}
-	d := &backfillDelivery{r: r, pub: pub, waiting: make(map[string]struct{}, len(waiting)), tally: r.metrics.NewTally()}
-	for _, k := range waiting {
-		d.buf = appendKey(d.buf[:0], k.Topic, []byte(k.Key))
-		d.waiting[string(d.buf)] = struct{}{}
-	}
-	return d
-}
-
-// waits reports whether e's key waits; with wait, it makes it wait.
-func (d *backfillDelivery) waits(e *event, wait bool) bool {
-	key := e.Key()
-	if key == nil {
-		return false
-	}
-	if d.all {
-		return true
-	}
-	d.buf = appendKey(d.buf[:0], e.Record.Topic, key)
-	if _, ok := d.waiting[string(d.buf)]; ok || !wait {
-		return ok
-	}
-	if len(d.waiting) >= maxQueuedKeys {
-		d.all = true
-	} else {
-		d.waiting[string(d.buf)] = struct{}{}
-	}
-	return true
-}
-
-// deliver delivers a page of events in insertion order and returns how many
-// status rows it wrote.
-func (d *backfillDelivery) deliver(ctx context.Context, page *store.BackfillEvents) (int64, error) {
-	l, err := newLayout(page.Events)
-	if err != nil {
-		return 0, err
-	}
-	b := newBatch(len(page.Values))
-	b.events = b.events[:len(page.Values)]
-	now := time.Now()
-	for i, values := range page.Values {
-		e := &b.events[i]
-		l.fill(e, values, now)
-		switch {
-		case page.HasRow[i]:
-			e.skip = true
-			d.waits(e, true)
-		case e.invalid == "" && d.waits(e, false):
-			e.Outcome = kafka.Outcome{Result: kafka.Deferred}
-		}
-	}
-	b.pending.Store(int32(len(b.events)) + 1)
-	d.msgs = b.messages(d.msgs[:0], d.r.log)
-	if err := d.pub.Publish(ctx, d.msgs, b); err != nil {
-		return 0, err
-	}
-	b.complete()
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	hold := d.r.hold()
-	d.rows.Reset()
-	for i := range b.events {
-		e := &b.events[i]
-		if e.skip {
-			continue
-		}
-		o := d.r.settle.outcome(e, 0, d.r.settle.policy(e.maxAttempts), 0)
-		d.rows.Add(o)
-		count(d.tally, e, o)
-		if e.deferred() || hold && o.Status != store.StatusSent {
-			d.waits(e, true)
-		}
-	}
-	start := time.Now()
-	written, err := d.r.store.InsertOutcomes(ctx, &d.rows, d.r.cfg.Retry.JSON())
-	if err != nil {
-		return 0, err
-	}
-	d.r.metrics.Observe("backfill_outcomes", start)
-	d.tally.Flush()
-	return int64(written), nil
 }

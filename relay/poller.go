@@ -19,7 +19,7 @@ import (
 // Defaults for PollerConfig.
 const (
 	PollIntervalDefault   = 200 * time.Millisecond
-	PollBatchSizeDefault  = 2000
+	PollBatchSizeDefault  = 5000
 	StuckThresholdDefault = 5 * time.Minute
 	GapGraceDefault       = 5 * time.Minute
 	GapLookbackDefault    = 24 * time.Hour
@@ -117,6 +117,11 @@ type pollerDeps struct {
 	// wake ends the pause between rounds early: the stream waits for the
 	// queue to drain. nil: never.
 	wake <-chan struct{}
+	// direct, in poll mode, delivers what the gap sweep finds without a
+	// PENDING row (sweepDirect), at most maxBytes of event values a round.
+	// nil: the sweep writes PENDING rows.
+	direct   *direct
+	maxBytes int
 }
 
 // newPoller makes a poller of slot ("" in poll mode).
@@ -225,7 +230,12 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	found, inserted, err := p.sweepRange(ctx, &p.cursor, upper)
+	var found, inserted int
+	if p.direct != nil && p.pub.Available() {
+		found, inserted, err = p.sweepDirect(ctx, &p.cursor, upper)
+	} else {
+		found, inserted, err = p.sweepRange(ctx, &p.cursor, upper)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -298,6 +308,39 @@ func (p *poller) sweepRange(ctx context.Context, cursor *time.Time, upper time.T
 		*cursor = upper
 	}
 	return found, inserted, nil
+}
+
+// sweepDirect is sweepRange for poll mode: it delivers the events it finds
+// itself (direct), in one transaction that holds the sweep lock, so that
+// two relays never deliver the same events; a relay that does not get the
+// lock leaves the sweep to the one that has it, and its cursor where it
+// was. It returns the events found and the rows written.
+func (p *poller) sweepDirect(ctx context.Context, cursor *time.Time, upper time.Time) (found, written int, err error) {
+	var last *time.Time
+	var full bool
+	ran, err := p.store.SweepLocked(ctx, func(tx *store.Store) error {
+		page, err := tx.SweepEvents(ctx, *cursor, upper, p.cfg.BatchSize, p.maxBytes, p.hold)
+		if err != nil || len(page.Values) == 0 {
+			return err
+		}
+		found, last, full = len(page.Values), page.Last, page.Full
+		p.direct.reset() // the page says which keys wait
+		n, err := p.direct.deliver(ctx, tx, page)
+		written = int(n)
+		return err
+	})
+	if err != nil || !ran {
+		return 0, 0, err
+	}
+	p.metrics.GapSwept.Add(float64(written))
+	switch {
+	case full && last != nil:
+		*cursor = *last
+		found = p.cfg.BatchSize // more to do now
+	case upper.After(*cursor):
+		*cursor = upper
+	}
+	return found, written, nil
 }
 
 // deliver claims due rows, publishes them in key order and records the

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -230,4 +231,38 @@ func TestPoller_RecheckDeliversEventsCommittedBehindTheSweep(t *testing.T) {
 	b.exec(t, `INSERT INTO outbox.events (id, topic, payload, created_at)
 		VALUES ('00000000-0000-0000-0000-0000000000b0', 'orders', '{"n": "late"}', now() - interval '1 second')`)
 	b.waitFor(t, "00000000-0000-0000-0000-0000000000b0", "SENT")
+}
+
+func TestPoller_InPollModeTwoRelaysSweepingDeliverEachEventOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(3, "orders"))
+	for i := range 2 {
+		cfg := b.config(t)
+		cfg.Mode = relay.ModePoll
+		cfg.Poll.Interval = 5 * time.Millisecond
+		cfg.Poll.BatchSize = 50 // many rounds, each relay trying the sweep
+		cfg.Poll.InstanceID = fmt.Sprintf("poller-%d", i)
+		b.startPoller(t, cfg)
+	}
+	for range 30 {
+		b.insertTagged(t, "swept", 100)
+	}
+	b.expectEveryEventOnceOnKafka(t, time.Minute)
+}
+
+func TestPoller_InPollModeTheSweepQueuesAKeyBehindItsQueuedRows(t *testing.T) {
+	eachIDMode(t, func(t *testing.T, id string) {
+		b := setup(t, kfake.SeedTopics(3, "orders"))
+		// k's first event is queued in the table, due in two seconds (no
+		// attempt yet): the sweep must not send k's next ones first.
+		b.writeKey(t, id, 1, 1, 1)
+		b.exec(t, `INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, topic, key, commit_lsn, tx_position, seq)
+			SELECT id, 'PENDING', 0, now() + interval '2 seconds', topic, key, '0/0', 0, seq FROM outbox.events`)
+		cfg := b.config(t)
+		cfg.Mode = relay.ModePoll
+		cfg.Poll.Interval = 10 * time.Millisecond
+		b.startPoller(t, cfg)
+		b.writeKey(t, id, 2, 50, 10)
+		b.checkInOrder(t, 51)
+	})
 }

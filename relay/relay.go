@@ -322,9 +322,13 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	// The poller stops with the stream: a setup error ends the process
 	// whatever the poller is doing.
 	pollCtx, stopPolling := context.WithCancel(ctx)
-	p := newPoller(r.cfg.Poll, slot, pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics,
+	deps := pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics,
 		pgDown: r.pollerDown, log: r.pollerLog, now: r.cfg.Now,
-		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }, hold: r.hold(), wake: r.wake})
+		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }, hold: r.hold(), wake: r.wake}
+	if r.cfg.Mode == ModePoll {
+		deps.direct, deps.maxBytes = r.newDirect(pub, nil), r.cfg.MaxInFlightBytes/4
+	}
+	p := newPoller(r.cfg.Poll, slot, deps)
 	var wg sync.WaitGroup
 	defer func() { stopPolling(); wg.Wait() }()
 	wg.Go(func() { p.run(pollCtx) })

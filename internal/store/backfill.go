@@ -121,29 +121,36 @@ func (s *Store) UnrelayedPage(ctx context.Context, after BackfillCursor, limit i
 	return ids, next, nil
 }
 
-// BackfillEvents is a backfill page's events, read for delivery.
-type BackfillEvents struct {
+// EventPage is a page of events read from the table for delivery.
+type EventPage struct {
 	// Events describes the columns of every row's Values.
 	Events *cdc.Relation
 	// Values are each event's columns in binary format, in the page's order.
 	Values [][][]byte
 	// HasRow says which of them have a status row by now: someone else
-	// owns them.
+	// owns them (nil: none has).
 	HasRow []bool
-	// Read is how many of the ids asked for the page covers.
+	// Waits says which of them must wait behind rows of their key (nil:
+	// none, as far as the page knows).
+	Waits []bool
+	// Read is how many of the ids asked for the page covers (backfill).
 	Read int
+	// Last is the created_at of the page's last event, and Full says the
+	// sweep found more than the page holds (gap sweep).
+	Last *time.Time
+	Full bool
 }
 
 // ReadBackfillEvents reads the events ids, in that order, with whether each
 // has a status row; events deleted meanwhile are left out. It stops after
 // the event that takes the values read to maxBytes: Read says how many ids
 // the page covers.
-func (s *Store) ReadBackfillEvents(ctx context.Context, ids [][16]byte, maxBytes int) (*BackfillEvents, error) {
+func (s *Store) ReadBackfillEvents(ctx context.Context, ids [][16]byte, maxBytes int) (*EventPage, error) {
 	rows, err := s.db.Query(ctx, backfillEventsSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
 	}
-	page := &BackfillEvents{Read: len(ids)}
+	page := &EventPage{Read: len(ids)}
 	size := 0
 	errFull := errors.New("full")
 	page.Events, err = eachEventRow(rows, 2, func(raw, values [][]byte) error {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,4 +70,31 @@ func (s *Store) WithStatementTimeout(limit time.Duration) *Store {
 	c.db = bounded{db: s.db, limit: limit}
 	c.status = bounded{db: s.status, limit: limit}
 	return &c
+}
+
+// beginner is a DB that can begin a transaction (a pool, a connection).
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// begin begins a transaction on db and returns it with a DB that runs
+// statements in it, bounded as db's are, and that bound (0: none), for the
+// commit.
+func begin(ctx context.Context, db DB) (pgx.Tx, DB, time.Duration, error) {
+	if b, ok := db.(bounded); ok {
+		tx, _, _, err := begin(ctx, b.db)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		return tx, bounded{db: tx, limit: b.limit}, b.limit, nil
+	}
+	bg, ok := db.(beginner)
+	if !ok {
+		return nil, nil, 0, errors.New("the store cannot begin a transaction")
+	}
+	tx, err := bg.Begin(ctx)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return tx, tx, 0, nil
 }

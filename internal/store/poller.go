@@ -27,6 +27,8 @@ var (
 	sweepHorizonSQL string
 	//go:embed sql/sweep.sql
 	sweepSQL string
+	//go:embed sql/sweep_events.sql
+	sweepEventsSQL string
 	//go:embed sql/slot_lag.sql
 	slotLagSQL string
 	//go:embed sql/slot_holder.sql
@@ -179,6 +181,86 @@ func (s *Store) Sweep(ctx context.Context, from, upper time.Time, limit, maxAtte
 	}
 	return found, last, inserted, nil
 }
+
+// sweepLock is the advisory lock of the relay whose gap sweep delivers the
+// events it finds itself (SweepLocked): one at a time.
+const sweepLock = "outbox-relay/sweep"
+
+// SweepLocked runs fn with a Store whose statements run in one transaction
+// that holds the sweep lock, and commits it, unless another relay's
+// transaction holds the lock: then it runs nothing and reports false. The
+// lock ends with the transaction, so a relay that dies holding it frees it.
+func (s *Store) SweepLocked(ctx context.Context, fn func(tx *Store) error) (bool, error) {
+	tx, db, limit, err := begin(ctx, s.db)
+	if err != nil {
+		return false, fmt.Errorf("gap sweep: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit: nothing to undo
+	var locked bool
+	if err := db.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, sweepLock).Scan(&locked); err != nil {
+		return false, fmt.Errorf("gap sweep: taking the sweep lock: %w", err)
+	}
+	if !locked {
+		return false, nil
+	}
+	t := *s
+	t.db, t.status = db, db
+	if err := fn(&t); err != nil {
+		return true, err
+	}
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return true, fmt.Errorf("gap sweep: %w", err)
+	}
+	return true, nil
+}
+
+// SweepEvents reads, for delivery, up to limit events created in [from,
+// upper) without a status row, in (created_at, seq) order, each with
+// whether its key waits (with hold: behind any unfinished row; without:
+// behind a queued one). It stops after the event that takes the values
+// read to maxBytes, and says so (Full).
+func (s *Store) SweepEvents(ctx context.Context, from, upper time.Time, limit, maxBytes int, hold bool) (*EventPage, error) {
+	rows, err := s.db.Query(ctx, sweepEventsSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, from, upper, limit, hold)
+	if err != nil {
+		return nil, fmt.Errorf("gap sweep: %w", err)
+	}
+	page := &EventPage{}
+	var last int64
+	size := 0
+	errFull := errors.New("full")
+	page.Events, err = eachEventRow(rows, 2, func(raw, values [][]byte) error {
+		if len(raw[0]) != 8 || len(raw[1]) != 1 {
+			return errors.New("unexpected relay columns")
+		}
+		last = int64(binary.BigEndian.Uint64(raw[0]))
+		page.Values = append(page.Values, values)
+		page.Waits = append(page.Waits, raw[1][0] == 1)
+		for _, v := range values {
+			size += len(v)
+		}
+		if size >= maxBytes {
+			return errFull
+		}
+		return nil
+	})
+	page.Full = len(page.Values) == limit || errors.Is(err, errFull)
+	if err != nil && !errors.Is(err, errFull) {
+		return nil, fmt.Errorf("gap sweep: %w", err)
+	}
+	if len(page.Values) > 0 {
+		t := postgresEpoch.Add(time.Duration(last) * time.Microsecond)
+		page.Last = &t
+	}
+	return page, nil
+}
+
+// postgresEpoch is where PostgreSQL's binary timestamps count from.
+var postgresEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // SlotLag is how many bytes of WAL slot has not confirmed; ok is false when
 // the slot does not exist.
