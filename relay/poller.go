@@ -319,11 +319,20 @@ func (p *poller) sweepDirect(ctx context.Context, cursor *time.Time, upper time.
 	var last *time.Time
 	var full bool
 	ran, err := p.store.SweepLocked(ctx, func(tx *store.Store) error {
+		end, windowed, err := tx.SweepWindow(ctx, *cursor, upper, p.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		upper, full = end, windowed // more lies beyond the window
 		page, err := tx.SweepEvents(ctx, *cursor, upper, p.cfg.BatchSize, p.maxBytes, p.hold)
 		if err != nil || len(page.Values) == 0 {
 			return err
 		}
-		found, last, full = len(page.Values), page.Last, page.Full
+		found, last = len(page.Values), page.Last
+		if page.Full {
+			full = true
+			upper = *last // the rest from there on
+		}
 		p.direct.reset() // the page says which keys wait
 		n, err := p.direct.deliver(ctx, tx, page)
 		written = int(n)
@@ -333,12 +342,11 @@ func (p *poller) sweepDirect(ctx context.Context, cursor *time.Time, upper time.
 		return 0, 0, err
 	}
 	p.metrics.GapSwept.Add(float64(written))
-	switch {
-	case full && last != nil:
-		*cursor = *last
-		found = p.cfg.BatchSize // more to do now
-	case upper.After(*cursor):
+	if upper.After(*cursor) {
 		*cursor = upper
+	}
+	if full {
+		found = p.cfg.BatchSize // more to do now
 	}
 	return found, written, nil
 }

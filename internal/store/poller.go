@@ -29,6 +29,8 @@ var (
 	sweepSQL string
 	//go:embed sql/sweep_events.sql
 	sweepEventsSQL string
+	//go:embed sql/sweep_window.sql
+	sweepWindowSQL string
 	//go:embed sql/slot_lag.sql
 	slotLagSQL string
 	//go:embed sql/slot_holder.sql
@@ -217,6 +219,20 @@ func (s *Store) SweepLocked(ctx context.Context, fn func(tx *Store) error) (bool
 		return true, fmt.Errorf("gap sweep: %w", err)
 	}
 	return true, nil
+}
+
+// SweepWindow returns where a sweep of at most limit events from from can
+// stop looking: just past the limit-th event's created_at (windowed), or
+// upper when fewer events lie before it.
+func (s *Store) SweepWindow(ctx context.Context, from, upper time.Time, limit int) (end time.Time, windowed bool, err error) {
+	var at time.Time
+	switch err := s.db.QueryRow(ctx, sweepWindowSQL, from, upper, limit).Scan(&at); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return upper, false, nil
+	case err != nil:
+		return upper, false, fmt.Errorf("gap sweep window: %w", err)
+	}
+	return at.Add(time.Microsecond), true, nil // created_at has microseconds
 }
 
 // SweepEvents reads, for delivery, up to limit events created in [from,
