@@ -44,6 +44,7 @@ func TestRun_BadConfigurationFailsAtStartNamingTheFlag(t *testing.T) {
 			"--kafka-tls-cert-file"},
 		{"BadLogLevel", []string{"--log-level", "loud"}, ok, "--log-level"},
 		{"NegativeMaxProcs", []string{"--max-procs", "-2"}, ok, "--max-procs"},
+		{"GCPercentZero", nil, append([]string{"OUTBOX_GC_PERCENT", "0"}, ok...), "--gc-percent"},
 		{"StatusLingerNotUnderInterval", []string{"--status-linger", "2s"}, ok, "--status-linger"},
 		{"NegativeGapRecheck", nil, append([]string{"OUTBOX_GAP_RECHECK", "-1s"}, ok...), "--gap-recheck"},
 		{"BadEnvDuration", nil, append([]string{"OUTBOX_SHUTDOWN_TIMEOUT", "soon"}, ok...), "OUTBOX_SHUTDOWN_TIMEOUT"},

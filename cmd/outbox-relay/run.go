@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -82,6 +83,7 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.String(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.String(&o.logFormat, "log-format", "json", "json or console")
 	fs.Int(&o.maxProcs, "max-procs", 0, "OS threads running Go code at once (GOMAXPROCS); 0: Go's default, every CPU the process may use")
+	fs.Int(&o.gcPercent, "gc-percent", gcPercentDefault, "heap growth, in percent of the live heap, that starts a garbage collection (GOGC; a GOGC variable in the environment is kept unless this is set otherwise); higher spends less CPU on collection and more memory")
 	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles on this address (such as 127.0.0.1:6060); off when empty")
 	fs.String(&o.metricsAddr, "metrics-addr", metricsAddrDefault, "serve /metrics (Prometheus), /healthz and /readyz on this address; off when empty")
 	fs.Duration(&c.SpillAfter, "spill-after", relay.SpillAfterDefault, "once Kafka has been unavailable this long, queue events as PENDING rows instead of holding them (so PostgreSQL can recycle WAL); 0 never spills")
@@ -106,8 +108,14 @@ const metricsAddrDefault = ":9677"
 // runOpts are the run flags that are not relay configuration.
 type runOpts struct {
 	logLevel, logFormat, debugAddr, metricsAddr string
-	maxProcs                                    int
+	maxProcs, gcPercent                         int
 }
+
+// gcPercentDefault: the relay's live heap is small and bounded (the events
+// in flight), so a collection every 4× of it costs little memory and saves
+// CPU: relay drain 76,000 → 85,000 events/s, 7.2 → 6.0 µs of CPU per event,
+// peak RSS 70 → 147 MiB (docs/performance.md).
+const gcPercentDefault = 400
 
 func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
 	cfg, o, err := runFlags(args, stderr, getenv)
@@ -128,6 +136,12 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		return errors.New("--max-procs must not be negative")
 	case o.maxProcs > 0:
 		runtime.GOMAXPROCS(o.maxProcs)
+	}
+	switch {
+	case o.gcPercent < 1:
+		return errors.New("--gc-percent must be at least 1")
+	case o.gcPercent != gcPercentDefault || getenv("GOGC") == "":
+		debug.SetGCPercent(o.gcPercent)
 	}
 	log.Info("starting outbox-relay",
 		zap.String("version", version),
