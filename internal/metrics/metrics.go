@@ -92,7 +92,7 @@ func New(version string) *Metrics {
 	m.breakerTransitions = f.counterVec("kafka_breaker_transitions_total", "Circuit breaker transitions, by the state entered.", "to")
 	m.Claimed = f.counter("poller_claimed_total", "Rows the poller claimed for delivery.")
 	m.Rescued = f.counter("poller_rescued_total", "Rows stuck in PROCESSING that the poller took back.")
-	m.GapSwept = f.counter("gap_swept_total", "Events without a status row that the gap sweep gave a PENDING row.")
+	m.GapSwept = f.counter("gap_swept_total", "Events without a status row that the gap sweep gave a row (PENDING, or in poll mode, where it delivers them, their outcome).")
 	m.Backfilled = f.counter("backfilled_total", "Events committed before a new slot that its backfill gave a status row (SENT, or PENDING behind their key).")
 	m.RetentionDeleted = f.counter("retention_deleted_total", "SENT events deleted by --retention.")
 	m.Queued = f.counter("events_queued_total", "Events the stream queued as PENDING rows for the poller instead of publishing: "+
