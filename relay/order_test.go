@@ -268,14 +268,20 @@ func TestOrder_TheStreamDoesNotOvertakeAKeyTheBackfillHasNotReachedYet(t *testin
 	})
 }
 
+// queueKeyHead writes key k's first event (seq 1), queued in the table: a
+// PENDING row, not attempted yet, due in two seconds.
+func (b *testBundle) queueKeyHead(t *testing.T, id string) {
+	t.Helper()
+	b.writeKey(t, id, 1, 1, 1)
+	b.exec(t, `INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, topic, key, commit_lsn, tx_position, seq)
+		SELECT id, 'PENDING', 0, now() + interval '2 seconds', topic, key, '0/0', 0, seq FROM outbox.events`)
+}
+
 func TestOrder_TheBackfillQueuesAKeyBehindItsQueuedRows(t *testing.T) {
 	eachIDMode(t, func(t *testing.T, id string) {
 		b := setup(t, kfake.SeedTopics(3, "orders"))
-		// k's first event is queued in the table, due in two seconds (no
-		// attempt yet): the backfill must not send k's next ones first.
-		b.writeKey(t, id, 1, 1, 1)
-		b.exec(t, `INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, topic, key, commit_lsn, tx_position, seq)
-			SELECT id, 'PENDING', 0, now() + interval '2 seconds', topic, key, '0/0', 0, seq FROM outbox.events`)
+		// The backfill must not send k's next events before its first.
+		b.queueKeyHead(t, id)
 		b.writeKey(t, id, 2, 50, 10)
 		b.exec(t, `INSERT INTO outbox.events (id, topic, key, payload)
 			SELECT `+id+`, 'orders', 'other-' || (s % 10), jsonb_build_object('seq', s) FROM generate_series(100, 199) s`)

@@ -253,11 +253,8 @@ func TestPoller_InPollModeTwoRelaysSweepingDeliverEachEventOnce(t *testing.T) {
 func TestPoller_InPollModeTheSweepQueuesAKeyBehindItsQueuedRows(t *testing.T) {
 	eachIDMode(t, func(t *testing.T, id string) {
 		b := setup(t, kfake.SeedTopics(3, "orders"))
-		// k's first event is queued in the table, due in two seconds (no
-		// attempt yet): the sweep must not send k's next ones first.
-		b.writeKey(t, id, 1, 1, 1)
-		b.exec(t, `INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, topic, key, commit_lsn, tx_position, seq)
-			SELECT id, 'PENDING', 0, now() + interval '2 seconds', topic, key, '0/0', 0, seq FROM outbox.events`)
+		// The sweep must not send k's next events before its first.
+		b.queueKeyHead(t, id)
 		cfg := b.config(t)
 		cfg.Mode = relay.ModePoll
 		cfg.Poll.Interval = 10 * time.Millisecond
