@@ -19,7 +19,7 @@ import (
 // Defaults for PollerConfig.
 const (
 	PollIntervalDefault   = 200 * time.Millisecond
-	PollBatchSizeDefault  = 5000
+	PollBatchSizeDefault  = 2000
 	StuckThresholdDefault = 5 * time.Minute
 	GapGraceDefault       = 5 * time.Minute
 	GapLookbackDefault    = 24 * time.Hour
