@@ -205,6 +205,14 @@ func (s *Store) SweepLocked(ctx context.Context, fn func(tx *Store) error) (bool
 	if !locked {
 		return false, nil
 	}
+	// The sweep's statements walk events_created_at_idx in order for a
+	// round's worth of events. On statistics older than the outbox's
+	// backlog (a range thought to hold 2,769 events held 200,000), the
+	// planner read every event up to the horizon with a bitmap scan and
+	// sorted them (77 ms a round for 2,000 of 200,000, against 1 ms).
+	if _, err := db.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`); err != nil {
+		return false, fmt.Errorf("gap sweep: %w", err)
+	}
 	t := *s
 	t.db, t.status = db, db
 	if err := fn(&t); err != nil {
