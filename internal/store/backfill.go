@@ -151,25 +151,22 @@ func (s *Store) ReadBackfillEvents(ctx context.Context, ids [][16]byte, maxBytes
 		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
 	}
 	page := &EventPage{Read: len(ids)}
-	size := 0
-	errFull := errors.New("full")
-	page.Events, err = eachEventRow(rows, 2, func(raw, values [][]byte) error {
+	var full bool
+	var at int // the place in ids of the last event read
+	page.Events, full, err = eachEventRow(rows, 2, maxBytes, func(raw, values [][]byte) error {
 		if len(raw[0]) != 8 || len(raw[1]) != 1 {
 			return errors.New("unexpected relay columns")
 		}
+		at = int(binary.BigEndian.Uint64(raw[0]))
 		page.Values = append(page.Values, values)
 		page.HasRow = append(page.HasRow, raw[1][0] == 1)
-		for _, v := range values {
-			size += len(v)
-		}
-		if size >= maxBytes {
-			page.Read = int(binary.BigEndian.Uint64(raw[0]))
-			return errFull
-		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errFull) {
+	if err != nil {
 		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
+	}
+	if full {
+		page.Read = at
 	}
 	return page, nil
 }

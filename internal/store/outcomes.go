@@ -33,7 +33,8 @@ type Outcome struct {
 // backfill is running (next_attempt_at 'infinity' until ReleaseBackfilled):
 // the stream queued its event behind events of its key that the backfill of
 // a new slot has not given a row yet, and the poller must not take it first.
-const UntilBackfilled time.Duration = -1
+// It is the statements' mark, a delay of -1 ms.
+const UntilBackfilled = -time.Millisecond
 
 // Outcomes is a batch of outcomes in column form, as both outcome
 // statements take it ($1..$9, and for the stream's rows the commit order in
@@ -77,11 +78,7 @@ func (o *Outcomes) Add(r Outcome) {
 	}
 	o.partitions = append(o.partitions, part)
 	o.offsets = append(o.offsets, off)
-	delay := r.Delay.Milliseconds()
-	if r.Delay == UntilBackfilled {
-		delay = -1 // the statements' mark for 'infinity'
-	}
-	o.delaysMS = append(o.delaysMS, delay)
+	o.delaysMS = append(o.delaysMS, r.Delay.Milliseconds())
 	o.maxAttempt = append(o.maxAttempt, r.MaxAttempts)
 	o.lsns = append(o.lsns, int64(r.CommitLSN)) //nolint:gosec // an LSN fits: PostgreSQL's WAL is far from 2^63 bytes
 	o.positions = append(o.positions, r.TxPosition)

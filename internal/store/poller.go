@@ -69,7 +69,7 @@ func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool
 		return nil, fmt.Errorf("claiming due rows: %w", err)
 	}
 	c := &Claimed{}
-	c.Events, err = eachEventRow(rows, claimColumns, func(raw, values [][]byte) error {
+	c.Events, _, err = eachEventRow(rows, claimColumns, 0, func(raw, values [][]byte) error {
 		if len(raw[0]) != 4 || len(raw[1]) != 4 {
 			return errors.New("unexpected relay columns")
 		}
@@ -95,35 +95,50 @@ func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool
 
 // eachEventRow reads rows of prefix relay columns followed by the columns of
 // outbox.events, in binary format: it returns the events' relation and calls
-// each with every row's raw values and a copy of its event's values, until
-// each returns an error, which it returns. It closes rows.
-func eachEventRow(rows pgx.Rows, prefix int, each func(raw, values [][]byte) error) (*cdc.Relation, error) {
+// each with every row's raw values and a copy of its event's values (one
+// allocation a row), until each returns an error, which it returns. With
+// maxBytes > 0 it stops after the row that takes the event values read to
+// maxBytes, and says so (full). It closes rows.
+func eachEventRow(rows pgx.Rows, prefix, maxBytes int, each func(raw, values [][]byte) error) (rel *cdc.Relation, full bool, err error) {
 	defer rows.Close()
 	fds := rows.FieldDescriptions()
 	if len(fds) < prefix { // the statement failed: no columns to read
 		rows.Close()
-		return nil, cmp.Or(rows.Err(), errors.New("no columns returned"))
+		return nil, false, cmp.Or(rows.Err(), errors.New("no columns returned"))
 	}
-	rel := &cdc.Relation{Namespace: "outbox", Name: "events"}
+	rel = &cdc.Relation{Namespace: "outbox", Name: "events"}
 	for _, fd := range fds[prefix:] {
 		rel.Columns = append(rel.Columns, cdc.Column{Name: fd.Name, TypeOID: fd.DataTypeOID})
 	}
+	size := 0
 	for rows.Next() {
 		raw := rows.RawValues()
 		if len(raw) != len(fds) {
-			return rel, errors.New("unexpected columns")
+			return rel, false, errors.New("unexpected columns")
 		}
+		n := 0
+		for _, v := range raw[prefix:] {
+			n += len(v)
+		}
+		// RawValues are only valid until the next row: one copy of them
+		// all, each value a slice of it (nil stays nil: NULL).
+		buf := make([]byte, 0, n)
 		values := make([][]byte, len(raw)-prefix)
 		for i, v := range raw[prefix:] {
-			if v != nil { // RawValues are only valid until the next row
-				values[i] = append(make([]byte, 0, len(v)), v...)
+			if v != nil {
+				start := len(buf)
+				buf = append(buf, v...)
+				values[i] = buf[start:len(buf):len(buf)]
 			}
 		}
 		if err := each(raw, values); err != nil {
-			return rel, err
+			return rel, false, err
+		}
+		if size += n; maxBytes > 0 && size >= maxBytes {
+			return rel, true, nil
 		}
 	}
-	return rel, rows.Err()
+	return rel, false, rows.Err()
 }
 
 // Release hands back, uncounted, the rows instance holds.
@@ -255,27 +270,19 @@ func (s *Store) SweepEvents(ctx context.Context, from, upper time.Time, limit, m
 	}
 	page := &EventPage{}
 	var last int64
-	size := 0
-	errFull := errors.New("full")
-	page.Events, err = eachEventRow(rows, 2, func(raw, values [][]byte) error {
+	page.Events, page.Full, err = eachEventRow(rows, 2, maxBytes, func(raw, values [][]byte) error {
 		if len(raw[0]) != 8 || len(raw[1]) != 1 {
 			return errors.New("unexpected relay columns")
 		}
 		last = int64(binary.BigEndian.Uint64(raw[0]))
 		page.Values = append(page.Values, values)
 		page.Waits = append(page.Waits, raw[1][0] == 1)
-		for _, v := range values {
-			size += len(v)
-		}
-		if size >= maxBytes {
-			return errFull
-		}
 		return nil
 	})
-	page.Full = len(page.Values) == limit || errors.Is(err, errFull)
-	if err != nil && !errors.Is(err, errFull) {
+	if err != nil {
 		return nil, fmt.Errorf("gap sweep: %w", err)
 	}
+	page.Full = page.Full || len(page.Values) == limit
 	if len(page.Values) > 0 {
 		t := postgresEpoch.Add(time.Duration(last) * time.Microsecond)
 		page.Last = &t
