@@ -98,14 +98,8 @@ func (d *direct) deliver(ctx context.Context, st *store.Store, page *store.Event
 	}
 	b.pending.Store(int32(len(b.events)) + 1)
 	d.msgs = b.messages(d.msgs[:0], d.log)
-	if err := d.pub.Publish(ctx, d.msgs, b); err != nil {
+	if err := b.publish(ctx, d.pub, d.msgs); err != nil {
 		return 0, err
-	}
-	b.complete()
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-		return 0, ctx.Err()
 	}
 	d.rows.Reset()
 	for i := range b.events {

@@ -378,14 +378,8 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 	// A resend after the topic was created or the ACL granted must not
 	// meet a remembered failure.
 	p.pub.RefreshTopics(p.msgs)
-	if err := p.pub.Publish(ctx, p.msgs, b); err != nil {
+	if err := b.publish(ctx, p.pub, p.msgs); err != nil {
 		return len(b.events), nil // stopping: the rows are handed back
-	}
-	b.complete()
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-		return len(b.events), nil
 	}
 	out := &store.Outcomes{}
 	for i, row := range claimed.Rows {

@@ -43,6 +43,21 @@ func (b *batch) complete() {
 	}
 }
 
+// publish hands msgs, b's messages, to pub and waits until every event of
+// b has its outcome. An error, or ctx ending first, leaves some without.
+func (b *batch) publish(ctx context.Context, pub *kafka.Publisher, msgs []*kafka.Message) error {
+	if err := pub.Publish(ctx, msgs, b); err != nil {
+		return err
+	}
+	b.complete()
+	select {
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // messages returns, appended to msgs, b's events to hand to Kafka, in
 // order: events that already have a status row are skipped and rows that
 // cannot be messages are left to settle as INVALID_EVENT, each completing
