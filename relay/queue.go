@@ -77,9 +77,10 @@ func (q *queue) route(b *batch) (queued int) {
 		if e.skip || e.invalid != "" {
 			continue
 		}
-		e.afterBackfill = q.behindBackfill(e)
+		last, keyed := q.seqOf(e)
+		e.afterBackfill = keyed && q.behindBackfill()
 		if !q.spilling {
-			switch last, keyed := q.seqOf(e); {
+			switch {
 			case last != nil:
 				*last = first + uint64(i)
 			case !keyed || !q.backfilling:
@@ -100,21 +101,13 @@ func (q *queue) route(b *batch) (queued int) {
 	return queued
 }
 
-// behindBackfill reports whether e's key has events the running backfill
-// may not have given a row yet: the backfill's keys, or with more than it
-// remembers, every key. Call with q.mu held, before seqOf (it uses q.buf).
-func (q *queue) behindBackfill(e *event) bool {
-	if !q.backfilling && len(q.backfillKeys) == 0 {
-		return false
-	}
-	key := e.Key()
-	if key == nil {
-		return false
-	}
+// behindBackfill reports whether the key seqOf just put in q.buf has events
+// the running backfill may not have given a row yet: one of the backfill's
+// keys, or with more than it remembers, any key. Call with q.mu held.
+func (q *queue) behindBackfill() bool {
 	if q.backfilling {
 		return true
 	}
-	q.buf = appendKey(q.buf[:0], e.Record.Topic, key)
 	_, ok := q.backfillKeys[string(q.buf)]
 	return ok
 }
