@@ -117,16 +117,15 @@ func (r *Relay) startBackfill(ctx context.Context, snapshot string, pub *kafka.P
 
 // backfill pages through the events snap sees without a status row and
 // delivers them with d, or, when d is nil, gives them PENDING rows, due
-// now, for the poller. With d, the next page is read while d delivers one;
+// now, for the poller. The next page is read while one is written; with d,
 // a page holds at most a quarter of --max-in-flight-bytes of event values.
 func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) error {
 	start := time.Now()
 	pol := r.cfg.Retry
-	var total int64
 	g, gctx := errgroup.WithContext(ctx)
-	pages := make(chan *store.EventPage, 1)
+	steps := make(chan backfillStep, 1)
 	g.Go(func() error {
-		defer close(pages)
+		defer close(steps)
 		var after store.BackfillCursor
 		for {
 			ids, next, err := snap.UnrelayedPage(gctx, after, backfillPage)
@@ -134,32 +133,34 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 				return err
 			}
 			after = next
-			if d == nil {
-				n, err := r.store.InsertPending(gctx, ids, pol.MaxAttempts, pol.JSON())
-				if err != nil {
-					return err
-				}
-				total += n
-				r.metrics.Backfilled.Add(float64(n))
-				continue
-			}
 			for len(ids) > 0 {
-				page, err := r.store.ReadBackfillEvents(gctx, ids, r.cfg.MaxInFlightBytes/4)
-				if err != nil {
-					return err
+				step := backfillStep{ids: ids}
+				if d != nil {
+					if step.page, err = r.store.ReadBackfillEvents(gctx, ids, r.cfg.MaxInFlightBytes/4); err != nil {
+						return err
+					}
+					ids = ids[step.page.Read:]
+				} else {
+					ids = nil
 				}
-				ids = ids[page.Read:]
 				select {
-				case pages <- page:
+				case steps <- step:
 				case <-gctx.Done():
 					return gctx.Err()
 				}
 			}
 		}
 	})
+	var total int64
 	g.Go(func() error {
-		for page := range pages {
-			n, err := d.deliver(gctx, r.store, page)
+		for step := range steps {
+			var n int64
+			var err error
+			if step.page != nil {
+				n, err = d.deliver(gctx, r.store, step.page)
+			} else {
+				n, err = r.store.InsertPending(gctx, step.ids, pol.MaxAttempts, pol.JSON())
+			}
 			if err != nil {
 				return err
 			}
@@ -177,6 +178,13 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 	r.log.Info("backfilled the events committed before the new slot",
 		zap.String("slot", r.cfg.Slot), zap.Int64("events", total), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 	return nil
+}
+
+// backfillStep is what the backfill's reader hands its writer: a page of
+// events read for direct delivery, or (page nil) ids for PENDING rows.
+type backfillStep struct {
+	ids  [][16]byte
+	page *store.EventPage
 }
 
 // recoverUnfinishedBackfill drops the slot if its backfill started and never
