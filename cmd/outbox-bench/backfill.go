@@ -28,23 +28,12 @@ func (b *bench) backfillPhase(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "backfill")
-	t0, broker0 := time.Now(), b.brokerCPU()
-	r, err := b.startRelay("--slot", "bench_backfill")
-	if err != nil {
-		return err
-	}
-	err = b.untilSent(ctx, n, 30*time.Minute, "the backfill to send every event")
-	secs := time.Since(t0).Seconds()
-	rss, cpu := r.usage()
-	broker := b.brokerCPU() - broker0
-	if stopErr := r.stop(); err == nil {
-		err = stopErr
-	}
+	run, err := b.runUntilSent(ctx, n, 30*time.Minute, "the backfill to send every event", "--slot", "bench_backfill")
 	if err != nil {
 		return fmt.Errorf("backfill: %w", err)
 	}
-	res := Result{Phase: "backfill", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
-		RSSMiB: rss, CPUSeconds: cpu, CPUPerEvent: perEvent(cpu, n), BrokerCPU: broker,
+	res := Result{Phase: "backfill", Events: n, Seconds: run.secs, EventsPerS: float64(n) / run.secs,
+		RSSMiB: run.rssMiB, CPUSeconds: run.cpuS, CPUPerEvent: perEvent(run.cpuS, n), BrokerCPU: run.brokerCPU,
 		Description: "events written before the relay's first start, delivered by its backfill; from the start to the last SENT"}
 	for _, d := range b.res {
 		if d.Phase == "relay drain" && d.EventsPerS > 0 {

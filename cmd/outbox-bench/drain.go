@@ -150,19 +150,10 @@ func (b *bench) pollDrain(ctx context.Context, n int, decodeRate float64) (Resul
 	if err := b.trimTopic(ctx); err != nil {
 		return Result{}, err
 	}
-	t0, broker0 := time.Now(), b.brokerCPU()
-	r, err := b.startRelay("--mode", "poll")
-	if err != nil {
-		return Result{}, err
-	}
-	err = b.untilSent(ctx, n, 20*time.Minute, "the poller to send every event")
-	secs := time.Since(t0).Seconds()
-	rss, cpu := r.usage()
-	broker := b.brokerCPU() - broker0
-	if stopErr := r.stop(); err == nil {
-		err = stopErr
-	}
+	run, err := b.runUntilSent(ctx, n, 20*time.Minute, "the poller to send every event", "--mode", "poll")
+	secs := run.secs
 	return Result{Phase: "poll-only drain", Events: n, Seconds: secs, EventsPerS: float64(n) / secs,
-		VsDecode: float64(n) / secs / decodeRate, RSSMiB: rss, CPUSeconds: cpu, CPUPerEvent: perEvent(cpu, n), BrokerCPU: broker,
+		VsDecode: float64(n) / secs / decodeRate, RSSMiB: run.rssMiB, CPUSeconds: run.cpuS, CPUPerEvent: perEvent(run.cpuS, n),
+		BrokerCPU:   run.brokerCPU,
 		Description: "outbox-relay --mode=poll (a classic polling relay) drains the same events"}, err
 }

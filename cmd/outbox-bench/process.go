@@ -151,6 +151,29 @@ func (b *bench) sent(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// relayRun is what a phase measured of the relay it ran.
+type relayRun struct {
+	secs, rssMiB, cpuS, brokerCPU float64
+}
+
+// runUntilSent starts a relay with args, waits until n events are SENT and
+// stops it: timed from just before the start.
+func (b *bench) runUntilSent(ctx context.Context, n int, timeout time.Duration, what string, args ...string) (relayRun, error) {
+	t0, broker0 := time.Now(), b.brokerCPU()
+	r, err := b.startRelay(args...)
+	if err != nil {
+		return relayRun{}, err
+	}
+	err = b.untilSent(ctx, n, timeout, what)
+	run := relayRun{secs: time.Since(t0).Seconds()}
+	run.rssMiB, run.cpuS = r.usage()
+	run.brokerCPU = b.brokerCPU() - broker0
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	return run, err
+}
+
 // untilSent waits until n events are SENT. Counting SENT rows is not free
 // (20 ms a count on 200,000 rows, a third of a second on a million): polled
 // every 20 ms, the count took half a core of the database from the phase it
