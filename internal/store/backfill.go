@@ -150,25 +150,33 @@ func (s *Store) ReadBackfillEvents(ctx context.Context, ids [][16]byte, maxBytes
 	if err != nil {
 		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
 	}
-	page := &EventPage{Read: len(ids)}
-	var full bool
-	var at int // the place in ids of the last event read
+	page, hasRow, at, full, err := readPage(rows, maxBytes) // at: the last event's place in ids
+	if err != nil {
+		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
+	}
+	page.HasRow, page.Read = hasRow, len(ids)
+	if full {
+		page.Read = int(at)
+	}
+	return page, nil
+}
+
+// readPage reads the rows of a page statement (backfill_events.sql,
+// sweep_events.sql): a bigint mark, a flag, then the event's columns. It
+// returns the page of events, their flags, the last row's mark and whether
+// it stopped at maxBytes (eachEventRow).
+func readPage(rows pgx.Rows, maxBytes int) (page *EventPage, flags []bool, mark int64, full bool, err error) {
+	page = &EventPage{}
 	page.Events, full, err = eachEventRow(rows, 2, maxBytes, func(raw, values [][]byte) error {
 		if len(raw[0]) != 8 || len(raw[1]) != 1 {
 			return errors.New("unexpected relay columns")
 		}
-		at = int(binary.BigEndian.Uint64(raw[0]))
+		mark = int64(binary.BigEndian.Uint64(raw[0]))
 		page.Values = append(page.Values, values)
-		page.HasRow = append(page.HasRow, raw[1][0] == 1)
+		flags = append(flags, raw[1][0] == 1)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
-	}
-	if full {
-		page.Read = at
-	}
-	return page, nil
+	return page, flags, mark, full, err
 }
 
 // BackfillRunning reports whether the backfill of some slot has started, not

@@ -268,21 +268,11 @@ func (s *Store) SweepEvents(ctx context.Context, from, upper time.Time, limit, m
 	if err != nil {
 		return nil, fmt.Errorf("gap sweep: %w", err)
 	}
-	page := &EventPage{}
-	var last int64
-	page.Events, page.Full, err = eachEventRow(rows, 2, maxBytes, func(raw, values [][]byte) error {
-		if len(raw[0]) != 8 || len(raw[1]) != 1 {
-			return errors.New("unexpected relay columns")
-		}
-		last = int64(binary.BigEndian.Uint64(raw[0]))
-		page.Values = append(page.Values, values)
-		page.Waits = append(page.Waits, raw[1][0] == 1)
-		return nil
-	})
+	page, waits, last, full, err := readPage(rows, maxBytes) // last: the last event's created_at
 	if err != nil {
 		return nil, fmt.Errorf("gap sweep: %w", err)
 	}
-	page.Full = page.Full || len(page.Values) == limit
+	page.Waits, page.Full = waits, full || len(page.Values) == limit
 	if len(page.Values) > 0 {
 		t := postgresEpoch.Add(time.Duration(last) * time.Microsecond)
 		page.Last = &t
