@@ -78,16 +78,12 @@ func (d *direct) waits(e *event, wait bool) bool {
 // deliver delivers a page of events in insertion order, writing their rows
 // through st, and returns how many rows it wrote.
 func (d *direct) deliver(ctx context.Context, st *store.Store, page *store.EventPage) (int64, error) {
-	l, err := newLayout(page.Events)
+	b, err := loadBatch(page.Events, len(page.Values), time.Now(), func(i int) [][]byte { return page.Values[i] })
 	if err != nil {
 		return 0, err
 	}
-	b := newBatch(len(page.Values))
-	b.events = b.events[:len(page.Values)]
-	now := time.Now()
-	for i, values := range page.Values {
+	for i := range b.events {
 		e := &b.events[i]
-		l.fill(e, values, now)
 		switch {
 		case page.HasRow != nil && page.HasRow[i]:
 			e.skip = true

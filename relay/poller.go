@@ -363,15 +363,9 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	p.metrics.Claimed.Add(float64(len(claimed.Rows)))
-	l, err := newLayout(claimed.Events)
+	b, err := loadBatch(claimed.Events, len(claimed.Rows), p.now(), func(i int) [][]byte { return claimed.Rows[i].Values })
 	if err != nil {
 		return 0, err
-	}
-	b := newBatch(len(claimed.Rows))
-	b.events = b.events[:len(claimed.Rows)]
-	now := p.now()
-	for i := range claimed.Rows {
-		l.fill(&b.events[i], claimed.Rows[i].Values, now)
 	}
 	b.pending.Store(int32(len(b.events)) + 1)
 	p.msgs = b.messages(p.msgs[:0], p.log)

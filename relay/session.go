@@ -43,6 +43,21 @@ func (b *batch) complete() {
 	}
 }
 
+// loadBatch returns a batch of n events read from rows of rel's columns
+// (row(i) is event i's values), with now for a table without created_at.
+func loadBatch(rel *cdc.Relation, n int, now time.Time, row func(i int) [][]byte) (*batch, error) {
+	l, err := newLayout(rel)
+	if err != nil {
+		return nil, err
+	}
+	b := newBatch(n)
+	b.events = b.events[:n]
+	for i := range b.events {
+		l.fill(&b.events[i], row(i), now)
+	}
+	return b, nil
+}
+
 // publish hands msgs, b's messages, to pub and waits until every event of
 // b has its outcome. An error, or ctx ending first, leaves some without.
 func (b *batch) publish(ctx context.Context, pub *kafka.Publisher, msgs []*kafka.Message) error {
