@@ -40,8 +40,7 @@ type direct struct {
 // newDirect returns a direct delivery for which the keys waiting wait.
 func (r *Relay) newDirect(pub *kafka.Publisher, waiting []store.QueuedKey) *direct {
 	d := &direct{pub: pub, settle: r.settle, log: r.log, metrics: r.metrics, tally: r.metrics.NewTally(),
-		hold: r.hold(), policy: r.cfg.Retry.JSON()}
-	d.reset()
+		hold: r.hold(), policy: r.cfg.Retry.JSON(), waiting: make(map[string]struct{}, len(waiting))}
 	for _, k := range waiting {
 		d.buf = appendKey(d.buf[:0], k.Topic, []byte(k.Key))
 		d.waiting[string(d.buf)] = struct{}{}
@@ -49,9 +48,11 @@ func (r *Relay) newDirect(pub *kafka.Publisher, waiting []store.QueuedKey) *dire
 	return d
 }
 
-// reset forgets which keys wait.
+// reset forgets which keys wait, keeping the map's memory for the next
+// round.
 func (d *direct) reset() {
-	d.waiting, d.all = map[string]struct{}{}, false
+	clear(d.waiting)
+	d.all = false
 }
 
 // waits reports whether e's key waits; with wait, it makes it wait.
