@@ -138,7 +138,12 @@ type session struct {
 	replaying   bool
 	ceiling     statusCeiling // which replayed events need the look-up
 	cur         *batch
-	layouts     map[*cdc.Relation]*layout
+	// lastLen is how many events the last batch shipped held: the next
+	// one starts with room for as many, so that a drain's batches do not
+	// grow (and copy) their events slice up to --batch-size one doubling
+	// at a time.
+	lastLen int
+	layouts map[*cdc.Relation]*layout
 
 	readDone  chan struct{} // closed when read has shipped its last batch
 	toProduce chan *batch
@@ -328,7 +333,7 @@ func (s *session) add(ch cdc.Change) error {
 		s.layouts[ch.Relation] = l
 	}
 	if s.cur == nil {
-		s.cur = newBatch(8)
+		s.cur = newBatch(max(s.lastLen, 8))
 	}
 	s.seq++
 	b := s.cur
@@ -352,7 +357,7 @@ func (s *session) ship() error {
 	if b == nil || len(b.events) == 0 {
 		return nil
 	}
-	s.cur = nil
+	s.cur, s.lastLen = nil, len(b.events)
 	b.lastSeq = s.seq
 	if err := s.win.acquire(s.hard, len(b.events), b.bytes); err != nil {
 		return err
