@@ -265,6 +265,8 @@ func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner)
 	next := time.Now()
 	quiet := s.cfg.Timeout / 4
 	received := false // the last turn brought a message
+	var wait receiveDeadline
+	defer wait.stop()
 	for {
 		now := time.Now()
 		s.active.Store(now.UnixNano())
@@ -282,9 +284,7 @@ func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner)
 			}
 			next = time.Now().Add(s.cfg.StatusInterval)
 		}
-		rctx, cancel := context.WithDeadline(ctx, earliest(next, s.heardAt.Add(s.cfg.Timeout)))
-		msg, err := s.conn.ReceiveMessage(rctx)
-		cancel()
+		msg, err := s.conn.ReceiveMessage(wait.until(ctx, earliest(next, s.heardAt.Add(s.cfg.Timeout))))
 		received = err == nil
 		if ctx.Err() != nil {
 			return nil
@@ -401,6 +401,33 @@ func (s *Stream) sendStatus(pos Positioner, reply bool) error {
 	}
 	s.reported = p
 	return nil
+}
+
+// receiveDeadline is the context each receive waits under: one per
+// deadline, not one per message (a deadline context and its timer were 5 % of
+// the relay's CPU in a drain).
+type receiveDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     time.Time
+}
+
+// until returns a context that ends by dl: the current one while its
+// deadline is still ahead and not after dl (ending early only costs a turn
+// of the receive loop), else a new one.
+func (w *receiveDeadline) until(parent context.Context, dl time.Time) context.Context {
+	if w.ctx == nil || w.at.After(dl) || w.ctx.Err() != nil {
+		w.stop()
+		w.ctx, w.cancel = context.WithDeadline(parent, dl)
+		w.at = dl
+	}
+	return w.ctx
+}
+
+func (w *receiveDeadline) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
 }
 
 func earliest(a, b time.Time) time.Time {
