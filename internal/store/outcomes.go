@@ -51,6 +51,9 @@ type Outcomes struct {
 	maxAttempt []int32
 	lsns       []int64
 	positions  []int32
+	// unsent counts the outcomes that are not a plain SENT: with none,
+	// InsertOutcomes writes the batch with insert_sent.sql.
+	unsent int
 }
 
 // Reset empties o, keeping its memory.
@@ -60,6 +63,7 @@ func (o *Outcomes) Reset() {
 	o.partitions, o.offsets = o.partitions[:0], o.offsets[:0]
 	o.delaysMS, o.maxAttempt = o.delaysMS[:0], o.maxAttempt[:0]
 	o.lsns, o.positions = o.lsns[:0], o.positions[:0]
+	o.unsent = 0
 }
 
 // Len is the number of outcomes in o.
@@ -82,6 +86,9 @@ func (o *Outcomes) Add(r Outcome) {
 	o.maxAttempt = append(o.maxAttempt, r.MaxAttempts)
 	o.lsns = append(o.lsns, int64(r.CommitLSN)) //nolint:gosec // an LSN fits: PostgreSQL's WAL is far from 2^63 bytes
 	o.positions = append(o.positions, r.TxPosition)
+	if r.Status != StatusSent || r.LastError != "" || r.Reason != "" || r.Delay != 0 {
+		o.unsent++
+	}
 }
 
 // args returns o as the statements' $1..$9, then, with order, the commit
@@ -98,6 +105,8 @@ func (o *Outcomes) args(order bool, more ...any) []any {
 var (
 	//go:embed sql/insert_outcomes.sql
 	insertOutcomesSQL string
+	//go:embed sql/insert_sent.sql
+	insertSentSQL string
 	//go:embed sql/record_outcomes.sql
 	recordOutcomesSQL string
 )
@@ -110,7 +119,11 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 	if o.Len() == 0 {
 		return 0, nil
 	}
-	if err := s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible); err != nil {
+	sql, args := insertOutcomesSQL, o.args(true, policy, s.now())
+	if o.unsent == 0 {
+		sql, args = insertSentSQL, []any{o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt, policy, s.now()}
+	}
+	if err := s.status.QueryRow(ctx, sql, args...).Scan(&visible); err != nil {
 		return 0, fmt.Errorf("writing %d delivery statuses: %w", o.Len(), err)
 	}
 	return visible, nil

@@ -143,3 +143,42 @@ func TestStore_StreamAndPollerOutcomesLeaveTheSameRow(t *testing.T) {
 		t.Fatalf("%d of 2 rows say SENT at partition 2, offset 41", got)
 	}
 }
+
+func TestStore_ASentOutcomeLeavesTheSameRowInABatchOfSentOnlyAsInAMixedOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	ids := pgtest.InsertEvents(t, pool, 3)
+	st := store.New(pool).WithClock(at(dbNow(t, pool)))
+	sent := func(id [16]byte) store.Outcome {
+		return store.Outcome{EventID: id, Status: store.StatusSent, Attempts: 1, Partition: 2, Offset: 41, MaxAttempts: 5,
+			CommitLSN: 77, TxPosition: 3}
+	}
+	var only, mixed store.Outcomes
+	only.Add(sent(ids[0]))
+	mixed.Add(sent(ids[1]))
+	mixed.Add(store.Outcome{EventID: ids[2], Status: store.StatusPending, LastError: "broker said no", Delay: time.Second,
+		MaxAttempts: 5, CommitLSN: 77, TxPosition: 4})
+	for _, o := range []*store.Outcomes{&only, &mixed} {
+		if _, err := st.InsertOutcomes(ctx, o, []byte(`{"max_attempts": 5}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every column but the event's id, its insertion order and the
+	// statement's own time (the columns' default, now()).
+	row := `SELECT to_jsonb(d) - 'event_id' - 'seq' - 'created_at' - 'updated_at' FROM outbox.deliveries d WHERE event_id = $1`
+	var a, b string
+	if err := pool.QueryRow(ctx, row, ids[0]).Scan(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, row, ids[1]).Scan(&b); err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatalf("a SENT row alone:\n%s\nin a mixed batch:\n%s", a, b)
+	}
+	if got := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries d JOIN outbox.events e ON e.id = d.event_id
+		WHERE d.seq = e.seq AND d.seq > 0`); got != 3 {
+		t.Fatalf("%d of 3 rows took their event's insertion order", got)
+	}
+}
