@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
@@ -67,7 +68,10 @@ func (r *Relay) Progress() metrics.Progress {
 
 // Ready reports whether this instance can deliver: it streams (or polls,
 // in poll mode), Kafka is reachable and PostgreSQL is, and the stream is
-// neither silent nor stalled for --replication-timeout.
+// neither silent nor stalled for --replication-timeout. When it cannot, it
+// gives every reason that holds, in that order: a frozen network path takes
+// the pool's connections with the replication connection, and reporting
+// only "postgres unavailable" would hide that the stream went silent.
 func (r *Relay) Ready() error {
 	switch role := r.role.Load(); {
 	case role == nil || *role == metrics.RoleStarting:
@@ -75,25 +79,28 @@ func (r *Relay) Ready() error {
 	case *role == metrics.RoleStandby:
 		return errors.New("standby: another relay streams from slot " + r.cfg.Slot)
 	}
+	var reasons []string
 	if pub := r.pub.Load(); pub == nil || !pub.Available() {
-		return errors.New("kafka unavailable: circuit breaker " + pubState(pub))
+		reasons = append(reasons, "kafka unavailable: circuit breaker "+pubState(pub))
 	}
 	if r.pollerDown.Down() || r.streamDown.Down() {
-		return errors.New("postgres unavailable")
+		reasons = append(reasons, "postgres unavailable")
 	}
 	limit := r.cfg.ReplicationTimeout
 	switch p := r.Progress(); {
 	case p.Silence >= limit:
-		return fmt.Errorf("nothing from postgres on the replication connection of slot %s for %s (--replication-timeout %s): reconnecting",
-			r.cfg.Slot, p.Silence.Round(time.Second), limit)
+		reasons = append(reasons, fmt.Sprintf("nothing from postgres on the replication connection of slot %s for %s (--replication-timeout %s): reconnecting",
+			r.cfg.Slot, p.Silence.Round(time.Second), limit))
 	case p.Stalled >= limit:
-		return fmt.Errorf("events in flight have made no progress for %s (--replication-timeout %s): "+
-			"Kafka or the status writes to postgres are not completing", p.Stalled.Round(time.Second), limit)
+		reasons = append(reasons, fmt.Sprintf("events in flight have made no progress for %s (--replication-timeout %s): "+
+			"Kafka or the status writes to postgres are not completing", p.Stalled.Round(time.Second), limit))
+	case r.reconnecting.Load():
+		reasons = append(reasons, fmt.Sprintf("the replication connection of slot %s went silent: reconnecting", r.cfg.Slot))
 	}
-	if r.reconnecting.Load() {
-		return fmt.Errorf("the replication connection of slot %s went silent: reconnecting", r.cfg.Slot)
+	if len(reasons) == 0 {
+		return nil
 	}
-	return nil
+	return errors.New(strings.Join(reasons, "; "))
 }
 
 func (r *Relay) setRole(role string) {
