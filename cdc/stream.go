@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -265,8 +266,11 @@ func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner)
 	next := time.Now()
 	quiet := s.cfg.Timeout / 4
 	received := false // the last turn brought a message
-	var wait receiveDeadline
-	defer wait.stop()
+	// Reads wait under the socket's deadline (readDeadline), not under ctx:
+	// ctx ending moves the deadline to now, which ends a read at once.
+	wait := readDeadline{conn: s.conn.Conn()}
+	defer context.AfterFunc(ctx, func() { _ = wait.conn.SetReadDeadline(time.Now()) })()
+	defer func() { _ = wait.conn.SetReadDeadline(time.Time{}) }()
 	for {
 		now := time.Now()
 		s.active.Store(now.UnixNano())
@@ -284,7 +288,13 @@ func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner)
 			}
 			next = time.Now().Add(s.cfg.StatusInterval)
 		}
-		msg, err := s.conn.ReceiveMessage(wait.until(ctx, earliest(next, s.heardAt.Add(s.cfg.Timeout))))
+		if err := wait.by(earliest(next, s.heardAt.Add(s.cfg.Timeout)), now); err != nil {
+			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)
+		}
+		if ctx.Err() != nil { // ended before the deadline was set: it may have undone the AfterFunc's
+			return nil
+		}
+		msg, err := s.conn.ReceiveMessage(context.Background())
 		received = err == nil
 		if ctx.Err() != nil {
 			return nil
@@ -403,31 +413,23 @@ func (s *Stream) sendStatus(pos Positioner, reply bool) error {
 	return nil
 }
 
-// receiveDeadline is the context each receive waits under: one per
-// deadline, not one per message (a deadline context and its timer were 5 % of
-// the relay's CPU in a drain).
-type receiveDeadline struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	at     time.Time
+// readDeadline bounds each wait of the receive loop with the socket's read
+// deadline, set only when the wanted deadline moves earlier or has passed: a
+// deadline context per message (pgconn watches each with context.AfterFunc,
+// and each had its own timer) was about 10 % of the relay's CPU in a drain.
+// Ending early only costs a turn of the loop.
+type readDeadline struct {
+	conn net.Conn
+	at   time.Time
 }
 
-// until returns a context that ends by dl: the current one while its
-// deadline is still ahead and not after dl (ending early only costs a turn
-// of the receive loop), else a new one.
-func (w *receiveDeadline) until(parent context.Context, dl time.Time) context.Context {
-	if w.ctx == nil || w.at.After(dl) || w.ctx.Err() != nil {
-		w.stop()
-		w.ctx, w.cancel = context.WithDeadline(parent, dl)
-		w.at = dl
+// by has the next read end by dl at the latest.
+func (r *readDeadline) by(dl, now time.Time) error {
+	if !r.at.IsZero() && !r.at.After(dl) && r.at.After(now) {
+		return nil
 	}
-	return w.ctx
-}
-
-func (w *receiveDeadline) stop() {
-	if w.cancel != nil {
-		w.cancel()
-	}
+	r.at = dl
+	return r.conn.SetReadDeadline(dl)
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -1,41 +1,49 @@
 package cdc
 
 import (
-	"context"
+	"net"
 	"testing"
 	"time"
 )
 
-func TestReceiveDeadline_OneContextServesEveryReceiveUntilItsDeadline(t *testing.T) {
-	var w receiveDeadline
-	defer w.stop()
-	parent := context.Background()
-	at := time.Now().Add(time.Hour)
+// deadlines is a connection that records its read deadlines.
+type deadlines struct {
+	net.Conn
+	set []time.Time
+}
 
-	first := w.until(parent, at)
-	if got, _ := first.Deadline(); !got.Equal(at) {
-		t.Fatalf("deadline %v, want %v", got, at)
-	}
-	if w.until(parent, at) != first {
-		t.Fatal("the same deadline made a new context")
-	}
-	if w.until(parent, at.Add(time.Minute)) != first {
-		t.Fatal("a later deadline made a new context: ending early only costs a turn")
-	}
+func (d *deadlines) SetReadDeadline(t time.Time) error {
+	d.set = append(d.set, t)
+	return nil
+}
 
-	earlier := w.until(parent, at.Add(-time.Minute))
-	if earlier == first {
-		t.Fatal("an earlier deadline kept a context that ends too late")
-	}
-	if first.Err() == nil {
-		t.Fatal("the replaced context was not cancelled")
-	}
+func TestReadDeadline_IsSetOnlyWhenTheWantedOneIsEarlierOrThePreviousHasPassed(t *testing.T) {
+	conn := &deadlines{}
+	wait := readDeadline{conn: conn}
+	now := time.Now()
+	at := now.Add(time.Second)
 
-	expired := w.until(parent, time.Now().Add(-time.Second))
-	if expired.Err() == nil {
-		t.Fatal("a past deadline gave a live context")
+	steps := []struct {
+		what string
+		dl   time.Time
+		now  time.Time
+		want int // read deadlines set so far
+	}{
+		{"the first read", at, now, 1},
+		{"the same deadline", at, now, 1},
+		{"a later deadline: ending early only costs a turn", at.Add(time.Minute), now, 1},
+		{"an earlier deadline", at.Add(-time.Millisecond), now, 2},
+		{"the previous deadline has passed", at.Add(time.Minute), at, 3},
 	}
-	if next := w.until(parent, at); next == expired || next.Err() != nil {
-		t.Fatal("an ended context was handed out again")
+	for _, s := range steps {
+		if err := wait.by(s.dl, s.now); err != nil {
+			t.Fatal(err)
+		}
+		if len(conn.set) != s.want {
+			t.Fatalf("%s: %d deadlines set, want %d", s.what, len(conn.set), s.want)
+		}
+		if last := conn.set[len(conn.set)-1]; last.After(s.dl) {
+			t.Fatalf("%s: the read may wait until %v, past %v", s.what, last, s.dl)
+		}
 	}
 }
