@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	_ "embed" // the statements
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Outcome is the status row one delivery attempt leaves for an event.
@@ -54,6 +57,9 @@ type Outcomes struct {
 	// unsent counts the outcomes that are not a plain SENT: with none,
 	// InsertOutcomes writes the batch with insert_sent.sql.
 	unsent int
+	// written: InsertOutcomes has written o before, so its visible rows
+	// exist (a retry for events that were not visible yet).
+	written bool
 }
 
 // Reset empties o, keeping its memory.
@@ -63,7 +69,7 @@ func (o *Outcomes) Reset() {
 	o.partitions, o.offsets = o.partitions[:0], o.offsets[:0]
 	o.delaysMS, o.maxAttempt = o.delaysMS[:0], o.maxAttempt[:0]
 	o.lsns, o.positions = o.lsns[:0], o.positions[:0]
-	o.unsent = 0
+	o.unsent, o.written = 0, false
 }
 
 // Len is the number of outcomes in o.
@@ -115,19 +121,45 @@ var (
 // (a retry.Policy's JSON) as their retry_policy, and returns how many of the
 // events were visible: the others got no row. It commits without waiting for
 // the WAL flush; see Barrier.
+//
+// A batch of SENT outcomes only is written with insert_sent.sql, which
+// fails when one of its rows exists already (the gap sweep or a resend wrote
+// it meanwhile). The batch is then written with insert_outcomes.sql, which
+// leaves such rows alone, and so are, for sentConflictPause, the batches
+// after it: PostgreSQL logs each failure as an error, and while the stream
+// lags behind the gap sweep most batches would fail. insert_outcomes.sql
+// also writes a batch written before (its visible rows exist now) and every
+// batch inside a transaction (the failure would abort it).
 func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) (visible int, err error) {
 	if o.Len() == 0 {
 		return 0, nil
 	}
-	sql, args := insertOutcomesSQL, o.args(true, policy, s.now())
-	if o.unsent == 0 {
-		sql, args = insertSentSQL, []any{o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt, policy, s.now()}
+	retry := o.written
+	o.written = true
+	if o.unsent == 0 && !retry && !s.inTx && time.Now().UnixNano() >= s.sentConflict.Load() {
+		err := s.status.QueryRow(ctx, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
+			policy, s.now()).Scan(&visible)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
+			if err != nil {
+				return 0, fmt.Errorf("writing %d delivery statuses: %w", o.Len(), err)
+			}
+			return visible, nil
+		}
+		s.sentConflict.Store(time.Now().Add(sentConflictPause).UnixNano())
 	}
-	if err := s.status.QueryRow(ctx, sql, args...).Scan(&visible); err != nil {
+	if err := s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible); err != nil {
 		return 0, fmt.Errorf("writing %d delivery statuses: %w", o.Len(), err)
 	}
 	return visible, nil
 }
+
+// sentConflictPause is how long InsertOutcomes writes every batch with
+// insert_outcomes.sql after a batch of SENT outcomes found a row.
+const sentConflictPause = time.Minute
+
+// uniqueViolation is PostgreSQL's SQLSTATE unique_violation.
+const uniqueViolation = "23505"
 
 // RecordOutcomes updates the rows instance claimed with their outcomes;
 // rows it no longer holds are left alone.

@@ -229,7 +229,7 @@ func (s *Store) SweepLocked(ctx context.Context, fn func(tx *Store) error) (bool
 		return false, fmt.Errorf("gap sweep: %w", err)
 	}
 	t := *s
-	t.db, t.status = db, db
+	t.db, t.status, t.inTx = db, db, true
 	if err := fn(&t); err != nil {
 		return true, err
 	}

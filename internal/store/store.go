@@ -8,6 +8,7 @@ import (
 	_ "embed" // the statements
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,10 +51,19 @@ type Store struct {
 	status DB
 	close  func()
 	clock  func() time.Time // nil: the database's now()
+	// sentConflict: until when (unix ns) InsertOutcomes writes batches of
+	// SENT outcomes with insert_outcomes.sql (see InsertOutcomes). Shared
+	// by WithClock's copies.
+	sentConflict *atomic.Int64
+	// inTx: db and status are one transaction, which a failed statement
+	// would abort: InsertOutcomes never tries insert_sent.sql there.
+	inTx bool
 }
 
 // New returns a Store that runs every statement on db.
-func New(db DB) *Store { return &Store{db: db, status: db, close: func() {}} }
+func New(db DB) *Store {
+	return &Store{db: db, status: db, close: func() {}, sentConflict: new(atomic.Int64)}
+}
 
 // Open returns a Store with its own pools for databaseURL; it does not
 // connect yet. Their connections fail once the server leaves what they
@@ -85,7 +95,7 @@ func Open(databaseURL string, tcpTimeout time.Duration) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("--database-url: %w", err)
 	}
-	return &Store{db: pool, status: status, close: func() { pool.Close(); status.Close() }}, nil
+	return &Store{db: pool, status: status, close: func() { pool.Close(); status.Close() }, sentConflict: new(atomic.Int64)}, nil
 }
 
 // Close releases what Open opened.

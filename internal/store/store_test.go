@@ -182,3 +182,41 @@ func TestStore_ASentOutcomeLeavesTheSameRowInABatchOfSentOnlyAsInAMixedOne(t *te
 		t.Fatalf("%d of 3 rows took their event's insertion order", got)
 	}
 }
+
+func TestStore_ABatchOfSentOutcomesLeavesARowThatAppearedMeanwhileAloneAndWritesTheRest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	ids := pgtest.InsertEvents(t, pool, 3)
+	st := store.New(pool)
+	// The gap sweep got to the second event first.
+	if _, err := pool.Exec(ctx, `INSERT INTO outbox.deliveries (event_id, status, next_attempt_at) VALUES ($1, 'PENDING', now())`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	var o store.Outcomes
+	for i, id := range ids {
+		o.Add(store.Outcome{EventID: id, Status: store.StatusSent, Attempts: 1, Offset: int64(i), MaxAttempts: 5})
+	}
+	if visible, err := st.InsertOutcomes(ctx, &o, []byte(`{}`)); err != nil || visible != 3 {
+		t.Fatalf("%d of 3 visible: %v", visible, err)
+	}
+	if got := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`); got != 2 {
+		t.Fatalf("%d SENT rows, want 2", got)
+	}
+	if got := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'PENDING' AND event_id = $1`, ids[1]); got != 1 {
+		t.Fatal("the row that was there first was overwritten")
+	}
+
+	// The next batches still get their rows.
+	more := pgtest.InsertEvents(t, pool, 2)
+	o.Reset()
+	for _, id := range more {
+		o.Add(store.Outcome{EventID: id, Status: store.StatusSent, Attempts: 1, MaxAttempts: 5})
+	}
+	if visible, err := st.InsertOutcomes(ctx, &o, []byte(`{}`)); err != nil || visible != 2 {
+		t.Fatalf("next batch: %d of 2 visible: %v", visible, err)
+	}
+	if got := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`); got != 4 {
+		t.Fatalf("%d SENT rows, want 4", got)
+	}
+}
