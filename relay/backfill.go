@@ -127,6 +127,7 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 	g.Go(func() error {
 		defer close(steps)
 		var after store.BackfillCursor
+		budget, perEvent := r.cfg.MaxInFlightBytes/4, 0
 		for {
 			ids, next, err := snap.UnrelayedPage(gctx, after, backfillPage)
 			if err != nil || len(ids) == 0 {
@@ -136,10 +137,21 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 			for len(ids) > 0 {
 				step := backfillStep{ids: ids}
 				if d != nil {
-					if step.page, err = r.store.ReadBackfillEvents(gctx, ids, r.cfg.MaxInFlightBytes/4); err != nil {
+					// Ask for about as many events as the budget holds (by
+					// the size of the events read so far, and an eighth
+					// more): the statement reads every id it is given, and
+					// the rows past the budget were read for nothing.
+					want := ids
+					if perEvent > 0 {
+						want = ids[:min(len(ids), budget/perEvent+budget/perEvent/8+1)]
+					}
+					if step.page, err = r.store.ReadBackfillEvents(gctx, want, budget); err != nil {
 						return err
 					}
 					ids = ids[step.page.Read:]
+					if n, size := len(step.page.Values), pageBytes(step.page); n > 0 {
+						perEvent = max(size/n, 1)
+					}
 				} else {
 					ids = nil
 				}
@@ -178,6 +190,17 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 	r.log.Info("backfilled the events committed before the new slot",
 		zap.String("slot", r.cfg.Slot), zap.Int64("events", total), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 	return nil
+}
+
+// pageBytes is the size of a page's event values.
+func pageBytes(page *store.EventPage) int {
+	n := 0
+	for _, values := range page.Values {
+		for _, v := range values {
+			n += len(v)
+		}
+	}
+	return n
 }
 
 // backfillStep is what the backfill's reader hands its writer: a page of
