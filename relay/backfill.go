@@ -149,8 +149,8 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 						return err
 					}
 					ids = ids[step.page.Read:]
-					if n, size := len(step.page.Values), pageBytes(step.page); n > 0 {
-						perEvent = max(size/n, 1)
+					if n := len(step.page.Values); n > 0 {
+						perEvent = max(step.page.Bytes/n, 1)
 					}
 				} else {
 					ids = nil
@@ -190,17 +190,6 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 	r.log.Info("backfilled the events committed before the new slot",
 		zap.String("slot", r.cfg.Slot), zap.Int64("events", total), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 	return nil
-}
-
-// pageBytes is the size of a page's event values.
-func pageBytes(page *store.EventPage) int {
-	n := 0
-	for _, values := range page.Values {
-		for _, v := range values {
-			n += len(v)
-		}
-	}
-	return n
 }
 
 // backfillStep is what the backfill's reader hands its writer: a page of

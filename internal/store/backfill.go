@@ -127,6 +127,8 @@ type EventPage struct {
 	Events *cdc.Relation
 	// Values are each event's columns in binary format, in the page's order.
 	Values [][][]byte
+	// Bytes is the size of Values' columns.
+	Bytes int
 	// HasRow says which of them have a status row by now: someone else
 	// owns them (nil: none has).
 	HasRow []bool
@@ -167,7 +169,7 @@ func (s *Store) ReadBackfillEvents(ctx context.Context, ids [][16]byte, maxBytes
 // it stopped at maxBytes (eachEventRow).
 func readPage(rows pgx.Rows, maxBytes int) (page *EventPage, flags []bool, mark int64, full bool, err error) {
 	page = &EventPage{}
-	page.Events, full, err = eachEventRow(rows, 2, maxBytes, func(raw, values [][]byte) error {
+	page.Events, page.Bytes, err = eachEventRow(rows, 2, maxBytes, func(raw, values [][]byte) error {
 		if len(raw[0]) != 8 || len(raw[1]) != 1 {
 			return errors.New("unexpected relay columns")
 		}
@@ -176,7 +178,7 @@ func readPage(rows pgx.Rows, maxBytes int) (page *EventPage, flags []bool, mark 
 		flags = append(flags, raw[1][0] == 1)
 		return nil
 	})
-	return page, flags, mark, full, err
+	return page, flags, mark, maxBytes > 0 && page.Bytes >= maxBytes, err
 }
 
 // BackfillRunning reports whether the backfill of some slot has started, not

@@ -96,25 +96,25 @@ func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool
 // eachEventRow reads rows of prefix relay columns followed by the columns of
 // outbox.events, in binary format: it returns the events' relation and calls
 // each with every row's raw values and a copy of its event's values (one
-// allocation a row), until each returns an error, which it returns. With
-// maxBytes > 0 it stops after the row that takes the event values read to
-// maxBytes, and says so (full). It closes rows.
-func eachEventRow(rows pgx.Rows, prefix, maxBytes int, each func(raw, values [][]byte) error) (rel *cdc.Relation, full bool, err error) {
+// allocation a row), until each returns an error, which it returns. It
+// returns the size of the event values read; with maxBytes > 0 it stops
+// after the row that takes it to maxBytes (so it stopped early exactly when
+// size >= maxBytes). It closes rows.
+func eachEventRow(rows pgx.Rows, prefix, maxBytes int, each func(raw, values [][]byte) error) (rel *cdc.Relation, size int, err error) {
 	defer rows.Close()
 	fds := rows.FieldDescriptions()
 	if len(fds) < prefix { // the statement failed: no columns to read
 		rows.Close()
-		return nil, false, cmp.Or(rows.Err(), errors.New("no columns returned"))
+		return nil, 0, cmp.Or(rows.Err(), errors.New("no columns returned"))
 	}
 	rel = &cdc.Relation{Namespace: "outbox", Name: "events"}
 	for _, fd := range fds[prefix:] {
 		rel.Columns = append(rel.Columns, cdc.Column{Name: fd.Name, TypeOID: fd.DataTypeOID})
 	}
-	size := 0
 	for rows.Next() {
 		raw := rows.RawValues()
 		if len(raw) != len(fds) {
-			return rel, false, errors.New("unexpected columns")
+			return rel, size, errors.New("unexpected columns")
 		}
 		n := 0
 		for _, v := range raw[prefix:] {
@@ -132,13 +132,13 @@ func eachEventRow(rows pgx.Rows, prefix, maxBytes int, each func(raw, values [][
 			}
 		}
 		if err := each(raw, values); err != nil {
-			return rel, false, err
+			return rel, size, err
 		}
 		if size += n; maxBytes > 0 && size >= maxBytes {
-			return rel, true, nil
+			return rel, size, nil
 		}
 	}
-	return rel, false, rows.Err()
+	return rel, size, rows.Err()
 }
 
 // Release hands back, uncounted, the rows instance holds.
