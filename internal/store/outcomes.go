@@ -134,24 +134,27 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 	if o.Len() == 0 {
 		return 0, nil
 	}
-	retry := o.written
+	sentOnly := o.unsent == 0 && !o.written && !s.inTx && time.Now().UnixNano() >= s.sentConflict.Load()
 	o.written = true
-	if o.unsent == 0 && !retry && !s.inTx && time.Now().UnixNano() >= s.sentConflict.Load() {
-		err := s.status.QueryRow(ctx, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
+	if sentOnly {
+		err = s.status.QueryRow(ctx, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
 			policy, s.now()).Scan(&visible)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
-			if err != nil {
-				return 0, fmt.Errorf("writing %d delivery statuses: %w", o.Len(), err)
-			}
-			return visible, nil
+			return visible, statusesErr(o, err)
 		}
 		s.sentConflict.Store(time.Now().Add(sentConflictPause).UnixNano())
 	}
-	if err := s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible); err != nil {
-		return 0, fmt.Errorf("writing %d delivery statuses: %w", o.Len(), err)
+	err = s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible)
+	return visible, statusesErr(o, err)
+}
+
+// statusesErr is err, if any, from writing o's status rows.
+func statusesErr(o *Outcomes, err error) error {
+	if err == nil {
+		return nil
 	}
-	return visible, nil
+	return fmt.Errorf("writing %d delivery statuses: %w", o.Len(), err)
 }
 
 // sentConflictPause is how long InsertOutcomes writes every batch with
