@@ -269,8 +269,19 @@ func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner)
 	// Reads wait under the socket's deadline (readDeadline), not under ctx:
 	// ctx ending moves the deadline to now, which ends a read at once.
 	wait := readDeadline{conn: s.conn.Conn()}
-	defer context.AfterFunc(ctx, func() { _ = wait.conn.SetReadDeadline(time.Now()) })()
-	defer func() { _ = wait.conn.SetReadDeadline(time.Time{}) }()
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		_ = wait.conn.SetReadDeadline(time.Now())
+	})
+	defer func() {
+		// The loop may see ctx end before the AfterFunc has run: wait for
+		// it, or its deadline would fall on Close's reads.
+		if !stop() {
+			<-fired
+		}
+		_ = wait.conn.SetReadDeadline(time.Time{})
+	}()
 	for {
 		now := time.Now()
 		s.active.Store(now.UnixNano())
@@ -443,8 +454,8 @@ func earliest(a, b time.Time) time.Time {
 func (s *Stream) Confirmed() pglogrepl.LSN { return s.reported }
 
 // Close confirms pos.Confirmed() one last time, ends replication cleanly so
-// the server has processed that confirmation, and closes the connection.
-// Call it after Receive has returned. A stream whose connection failed is
+// the server has processed that confirmation and released the slot, and
+// closes the connection. Call it after Receive has returned. A stream whose connection failed is
 // only closed: its slot moves on from what the server last took.
 func (s *Stream) Close(ctx context.Context, pos Positioner) error {
 	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -456,9 +467,14 @@ func (s *Stream) Close(ctx context.Context, pos Positioner) error {
 	if err := s.sendStatus(pos, false); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(5*time.Second, s.cfg.Timeout))
-	defer cancel()
-	if _, err := pglogrepl.SendStandbyCopyDone(ctx, s.conn); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	// SendStandbyCopyDone reads the server's answer without a context: the
+	// socket's deadlines bound it. The walsender releases the slot before it
+	// answers, so once it has, the slot is free for the next process.
+	dl := time.Now().Add(min(5*time.Second, s.cfg.Timeout))
+	if err := s.conn.Conn().SetDeadline(dl); err != nil {
+		return fmt.Errorf("ending replication: %w", err)
+	}
+	if _, err := pglogrepl.SendStandbyCopyDone(ctx, s.conn); err != nil && !pgconn.Timeout(err) {
 		return fmt.Errorf("ending replication: %w", err)
 	}
 	return nil
