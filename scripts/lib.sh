@@ -96,9 +96,29 @@ stop_pid() {
 
 # kafka_dev_start BIN TOPICS LOG: starts the development broker (cmd/kafka-dev)
 # on a free loopback port and waits for it; sets KAFKA_PORT and KAFKA_PID.
+# free_port sees only listeners: a port that an outgoing connection holds
+# (the ephemeral range overlaps ours) fails the broker's bind, and then it
+# tries another port, as pg_start does.
 kafka_dev_start() {
-  KAFKA_PORT=$(free_port)
-  "$1" serve --port "$KAFKA_PORT" --topics "$2" 2>"$3" &
-  KAFKA_PID=$!
-  wait_for "kafka-dev" 20 bash -c "echo >/dev/tcp/127.0.0.1/$KAFKA_PORT"
+  local tries deadline
+  for tries in 1 2 3 4 5; do
+    KAFKA_PORT=$(free_port)
+    "$1" serve --port "$KAFKA_PORT" --topics "$2" 2>"$3" &
+    KAFKA_PID=$!
+    deadline=$((SECONDS + 20))
+    until (echo >/dev/tcp/127.0.0.1/"$KAFKA_PORT") 2>/dev/null; do
+      if ! kill -0 "$KAFKA_PID" 2>/dev/null; then break; fi
+      if [ $SECONDS -ge $deadline ]; then
+        echo "timed out waiting for kafka-dev on port $KAFKA_PORT:" >&2
+        cat "$3" >&2
+        return 1
+      fi
+      sleep 0.2
+    done
+    if kill -0 "$KAFKA_PID" 2>/dev/null; then return 0; fi
+    wait "$KAFKA_PID" 2>/dev/null || true
+    echo "kafka-dev could not start on port $KAFKA_PORT (try $tries of 5): $(tail -n 1 "$3")" >&2
+  done
+  KAFKA_PID=""
+  return 1
 }
