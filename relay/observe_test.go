@@ -133,9 +133,12 @@ func TestProbes_NotReadyDuringAKafkaOutageOrAsAStandby(t *testing.T) {
 	cfg := b.config(t)
 	srv, _ := b.serveMetrics(t, cfg)
 	b.waitStreaming(t, cfg)
-	if code, reason := probe(t, srv, "/readyz"); code != http.StatusOK {
-		t.Fatalf("/readyz while streaming: %d %s", code, reason)
-	}
+	// The server says the slot streams as soon as replication starts; the
+	// relay says it is ready once it has opened the stream, a moment later.
+	pgtest.Eventually(t, 10*time.Second, "ready while streaming", func() (bool, string) {
+		code, reason := probe(t, srv, "/readyz")
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, reason)
+	})
 
 	standbyCfg := cfg
 	standbyCfg.Poll.InstanceID = "standby"
