@@ -380,6 +380,8 @@ func (r *Relay) stream(ctx context.Context, pub *kafka.Publisher, down *outage.L
 		err := r.session(ctx, pub, down)
 		var inUse *cdc.SlotInUseError
 		switch {
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			return nil // a stop that cut a statement short (opening the stream, say) is a stop
 		case ctx.Err() != nil:
 			return err
 		case err == nil:

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -206,4 +207,31 @@ func TestStart_AStandbyWaitsQuietlyAndTakesOverWhenTheSlotIsFree(t *testing.T) {
 	t.Logf("the standby streams %s after the active relay stopped", time.Since(stopped).Round(time.Millisecond))
 	b.insertTagged(t, "standby", 20)
 	b.expectEveryEventOnceOnKafka(t, 30*time.Second)
+}
+
+// A relay stopped while it opens its stream stops cleanly: Run returns nil,
+// as for a stop at any other moment, not the error of the statement the
+// stop cut short. Creating a slot waits for every transaction that holds a
+// transaction id; one left open keeps the relay there.
+func TestStart_AStopWhileTheSlotIsBeingCreatedIsAStopNotAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	ctx := context.Background()
+	open, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback(ctx) //nolint:errcheck // only held open
+	if _, err := open.Exec(ctx, `INSERT INTO outbox.events (topic, payload) VALUES ('orders', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	stop := b.run(t, b.config(t))
+	pgtest.Eventually(t, 30*time.Second, "the relay creating its slot", func() (bool, string) {
+		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_stat_activity
+			WHERE backend_type = 'walsender' AND query LIKE 'CREATE_REPLICATION_SLOT%'`)
+		return n == 1, fmt.Sprintf("%d walsenders creating a slot", n)
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("stopped while creating its slot: Run returned %v, want nil", err)
+	}
 }
