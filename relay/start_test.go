@@ -228,7 +228,7 @@ func TestStart_AStopWhileTheSlotIsBeingCreatedIsAStopNotAnError(t *testing.T) {
 	stop := b.run(t, b.config(t))
 	pgtest.Eventually(t, 30*time.Second, "the relay creating its slot", func() (bool, string) {
 		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_stat_activity
-			WHERE backend_type = 'walsender' AND query LIKE 'CREATE_REPLICATION_SLOT%'`)
+			WHERE backend_type = 'walsender' AND datname = current_database() AND query LIKE 'CREATE_REPLICATION_SLOT%'`)
 		return n == 1, fmt.Sprintf("%d walsenders creating a slot", n)
 	})
 	if err := stop(); err != nil {
