@@ -201,6 +201,11 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		toBarrier: make(chan written, r.cfg.MaxInFlight),
 	}
 	if err := s.startQueue(ctx); err != nil {
+		// Nothing was read: end replication, or the connection would hold
+		// the slot until the walsender's timeout.
+		if cerr := stream.Close(ctx, s.tr); cerr != nil && ctx.Err() == nil {
+			r.log.Warn("closing the replication connection", zap.String("slot", r.cfg.Slot), zap.Error(cerr))
+		}
 		return err
 	}
 	r.current.Store(s)
