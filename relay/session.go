@@ -157,7 +157,7 @@ type written struct {
 	firstAck time.Time // its earliest Kafka acknowledgement (zero: none)
 }
 
-func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *outage.Log) error {
+func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *outage.Log) (err error) {
 	// Read before streaming starts: every status row written by an earlier
 	// session of this process is committed by now.
 	ceiling, err := readStatusCeiling(ctx, r.store, r.cfg.Poll.GapGrace)
@@ -177,6 +177,15 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	if err != nil {
 		return err
 	}
+	// However the session ends, it ends replication: a connection left open
+	// would hold the slot until the walsender's timeout.
+	tr := newTracker(stream.StartLSN())
+	defer func() {
+		if cerr := stream.Close(ctx, tr); cerr != nil && err == nil && ctx.Err() == nil {
+			err = cerr
+		}
+		r.log.Info("stream stopped", zap.Stringer("confirmed_lsn", tr.Confirmed()))
+	}()
 	streamDown.Recovered()
 	r.reconnecting.Store(false)
 	r.setRole(metrics.RoleStreaming)
@@ -191,7 +200,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	defer stopDrainTimer()
 	g, hard := errgroup.WithContext(drain)
 	s := &session{
-		r: r, pub: pub, stream: stream, tr: newTracker(stream.StartLSN()), win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
+		r: r, pub: pub, stream: stream, tr: tr, win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
 		replayUntil: stream.ReplayUntil(), ceiling: ceiling,
 		drain: drain, hard: hard, pgDown: outage.New(r.log, "postgres"),
 		layouts: map[*cdc.Relation]*layout{}, queue: newQueue(),
@@ -201,11 +210,6 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		toBarrier: make(chan written, r.cfg.MaxInFlight),
 	}
 	if err := s.startQueue(ctx); err != nil {
-		// Nothing was read: end replication, or the connection would hold
-		// the slot until the walsender's timeout.
-		if cerr := stream.Close(ctx, s.tr); cerr != nil && ctx.Err() == nil {
-			r.log.Warn("closing the replication connection", zap.String("slot", r.cfg.Slot), zap.Error(cerr))
-		}
 		return err
 	}
 	r.current.Store(s)
@@ -232,10 +236,6 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		r.log.Warn("shutdown timeout: gave up on events still in flight; they will be replayed",
 			zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
 	}
-	if cerr := stream.Close(ctx, s.tr); cerr != nil && err == nil && ctx.Err() == nil {
-		err = cerr
-	}
-	r.log.Info("stream stopped", zap.Stringer("confirmed_lsn", s.tr.Confirmed()))
 	return err
 }
 
