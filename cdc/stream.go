@@ -455,8 +455,9 @@ func (s *Stream) Confirmed() pglogrepl.LSN { return s.reported }
 
 // Close confirms pos.Confirmed() one last time, ends replication cleanly so
 // the server has processed that confirmation and released the slot, and
-// closes the connection. Call it after Receive has returned. A stream whose connection failed is
-// only closed: its slot moves on from what the server last took.
+// closes the connection. Call it after Receive has returned. A stream whose
+// connection failed is only closed: its slot moves on from what the server
+// last took.
 func (s *Stream) Close(ctx context.Context, pos Positioner) error {
 	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancelClose()
