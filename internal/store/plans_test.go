@@ -242,29 +242,14 @@ func TestPlans_ASweepRoundInPollModeSortsOnlyTheEventsOfItsWindow(t *testing.T) 
 func TestPlans_ABackfillPageReadsItsEventsAndTheirRowsByKey(t *testing.T) {
 	_, pool := pgtest.Migrated(t)
 	const events, delivered, page = 40000, 30000, 4000
+	ids := pgtest.InsertEvents(t, pool, events)
 	execAll(t, pool,
-		fmt.Sprintf(`INSERT INTO outbox.events (topic, key, payload) SELECT 'orders', 'k' || (n %% 100), '{}' FROM generate_series(1, %d) n`, events),
 		fmt.Sprintf(`INSERT INTO outbox.deliveries (event_id, status, attempts, sent_at)
 			SELECT id, 'SENT', 1, now() FROM outbox.events ORDER BY seq LIMIT %d`, delivered),
 		`VACUUM ANALYZE outbox.events, outbox.deliveries`)
-	ctx := context.Background()
-	var ids [][16]byte
-	rows, err := pool.Query(ctx, `SELECT id FROM outbox.events ORDER BY seq OFFSET $1 LIMIT $2`, delivered, page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id [16]byte
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
 	var plan []byte // planned for these ids, as the relay's pool plans every statement
-	if err := pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+backfillEventsSQL, ids).Scan(&plan); err != nil {
+	if err := pool.QueryRow(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+backfillEventsSQL,
+		ids[delivered:delivered+page]).Scan(&plan); err != nil {
 		t.Fatalf("explaining: %v", err)
 	}
 	work := planWork(t, plan)
