@@ -100,21 +100,14 @@ stop_pid() {
 # (the ephemeral range overlaps ours) fails the broker's bind, and then it
 # tries another port, as pg_start does.
 kafka_dev_start() {
-  local tries deadline
+  local tries
   for tries in 1 2 3 4 5; do
     KAFKA_PORT=$(free_port)
     "$1" serve --port "$KAFKA_PORT" --topics "$2" 2>"$3" &
     KAFKA_PID=$!
-    deadline=$((SECONDS + 20))
-    until (echo >/dev/tcp/127.0.0.1/"$KAFKA_PORT") 2>/dev/null; do
-      if ! kill -0 "$KAFKA_PID" 2>/dev/null; then break; fi
-      if [ $SECONDS -ge $deadline ]; then
-        echo "timed out waiting for kafka-dev on port $KAFKA_PORT:" >&2
-        cat "$3" >&2
-        return 1
-      fi
-      sleep 0.2
-    done
+    # Listening, or gone: either ends the wait.
+    wait_for "kafka-dev on port $KAFKA_PORT" 20 \
+      bash -c "echo >/dev/tcp/127.0.0.1/$KAFKA_PORT || ! kill -0 $KAFKA_PID" || { cat "$3" >&2; return 1; }
     if kill -0 "$KAFKA_PID" 2>/dev/null; then return 0; fi
     wait "$KAFKA_PID" 2>/dev/null || true
     echo "kafka-dev could not start on port $KAFKA_PORT (try $tries of 5): $(tail -n 1 "$3")" >&2
