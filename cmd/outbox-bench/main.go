@@ -56,6 +56,13 @@ type Result struct {
 }
 
 func main() {
+	if rate := os.Getenv(wakeEnv); rate != "" {
+		if err := wakeChild(rate); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	flag.StringVar(&o.dbURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (a database the bench may wipe)")
 	flag.StringVar(&o.brokers, "kafka-brokers", "127.0.0.1:9092", "development broker")

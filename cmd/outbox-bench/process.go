@@ -44,9 +44,11 @@ func (b *bench) startRelay(args ...string) (*relayProcess, error) {
 	return r, nil
 }
 
+func (r *relayProcess) pid() int { return r.cmd.Process.Pid }
+
 // usage reads the relay's peak RSS (MiB) and CPU seconds so far.
 func (r *relayProcess) usage() (float64, float64) {
-	pid := r.cmd.Process.Pid
+	pid := r.pid()
 	var rss float64
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {

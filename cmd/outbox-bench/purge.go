@@ -38,7 +38,7 @@ func (b *bench) purgeSteady(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "steady state: stream at 1000 events/s while retention purges")
-	res, err := b.steady(ctx, 1000, r)
+	res, err := b.steady(ctx, 1000, r, r.pid())
 	if stopErr := r.stop(); err == nil {
 		err = stopErr
 	}

@@ -20,14 +20,16 @@ func (b *bench) print() {
 		fmt.Printf("%-31s %9d %8.2f %10.0f %7s %8s %8s %8s %8s %8s %7s %9s %9s %9s\n", r.Phase, r.Events, r.Seconds, r.EventsPerS,
 			vs, num(r.P50ms), num(r.P95ms), num(r.P99ms), num(r.MaxMs), num(r.RSSMiB), num(r.CPUSeconds), num(r.CPUPerEvent), num(r.BrokerCPU), num(r.WriterRate))
 	}
-	fmt.Println("vs dec: the rate over the decode limit's (backfill, marked d: over the relay drain's). CPU µs/ev: the relay's CPU per event (steady phases: over the measured window). broker s: the development broker's CPU seconds over the same span.")
+	fmt.Println("vs dec: the rate over the decode limit's (backfill, marked d: over the relay drain's). CPU µs/ev: the relay's CPU per event (steady phases: over the measured window; the pg_recvlogical and woken Go process rows: that process's, per event or wake-up). broker s: the development broker's CPU seconds over the same span.")
 	cpu := map[string]float64{}
 	for _, r := range b.res {
 		cpu[r.Phase] = r.CPUPerEvent
 	}
 	if drain := cpu["relay drain"]; drain > 0 {
-		if v, ok := cpu["stream @ 1000/s"]; ok {
-			fmt.Printf("relay CPU per event, stream @ 1000/s: %.1f× the drain's\n", v/drain)
+		for _, p := range []string{"stream @ 1000/s", "pg_recvlogical @ 1000/s", "Go process woken @ 1000/s"} {
+			if v, ok := cpu[p]; ok {
+				fmt.Printf("CPU per event, %s: %.1f× the relay drain's\n", p, v/drain)
+			}
 		}
 	}
 	for _, r := range b.res {

@@ -33,7 +33,10 @@ func (b *bench) steadyStates(ctx context.Context) error {
 	if err := b.writerAtMax(ctx, "writer alone (max)", "the writer's rate with no relay running"); err != nil {
 		return err
 	}
-	if err := b.writerWithDecoder(ctx); err != nil {
+	if err := b.writerWithDecoder(ctx, rates); err != nil {
+		return err
+	}
+	if err := b.wakeFloors(ctx, rates); err != nil {
 		return err
 	}
 	for _, mode := range []string{"stream", "poll"} {
@@ -57,7 +60,7 @@ func (b *bench) steadyStates(ctx context.Context) error {
 				}
 			}
 			fmt.Fprintf(os.Stderr, "steady state: %s at %s events/s\n", mode, rateName(rate))
-			res, err := b.steady(ctx, rate, r)
+			res, err := b.steady(ctx, rate, r, r.pid())
 			if stopErr := r.stop(); err == nil {
 				err = stopErr
 			}
@@ -76,11 +79,14 @@ func (b *bench) steadyStates(ctx context.Context) error {
 	return nil
 }
 
-// writerWithDecoder runs the writer as fast as it can while pg_recvlogical
-// streams the same changes to /dev/null: what logical decoding alone costs
-// the application on this machine, the floor under any streaming relay's
-// cost.
-func (b *bench) writerWithDecoder(ctx context.Context) error {
+// writerWithDecoder runs the writer while pg_recvlogical streams the same
+// changes to /dev/null: as fast as it can, for what logical decoding alone
+// costs the application on this machine (the floor under any streaming
+// relay's cost to the writer), and at each fixed rate of rates, for
+// pg_recvlogical's own CPU per event (the floor under a streaming relay's
+// CPU per event at that rate: receiving, before anything is published or
+// recorded).
+func (b *bench) writerWithDecoder(ctx context.Context, rates []int) error {
 	const slot = "bench_floor"
 	b.dropSlot(ctx, slot)
 	defer b.dropSlot(ctx, slot)
@@ -98,15 +104,36 @@ func (b *bench) writerWithDecoder(ctx context.Context) error {
 	if err := b.untilStreaming(ctx, "pg_recvlogical"); err != nil {
 		return err
 	}
-	return b.writerAtMax(ctx, "writer + pg_recvlogical (max)",
-		"the writer's rate while pg_recvlogical decodes its changes: the floor under a streaming relay's cost")
+	if err := b.writerAtMax(ctx, "writer + pg_recvlogical (max)",
+		"the writer's rate while pg_recvlogical decodes its changes: the floor under a streaming relay's cost"); err != nil {
+		return err
+	}
+	for _, rate := range rates {
+		if rate == 0 {
+			continue
+		}
+		phase := fmt.Sprintf("pg_recvlogical @ %d/s", rate)
+		fmt.Fprintln(os.Stderr, phase)
+		res, err := b.steady(ctx, rate, nil, cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		res.Phase = phase
+		res.Description = "pg_recvlogical's CPU per event (in the CPU columns) while it follows a writer of one event per transaction: " +
+			"PostgreSQL's own client only receiving, the floor under a streaming relay's CPU per event at this rate"
+		b.res = append(b.res, res)
+		if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writerAtMax runs the writer as fast as it can with no relay and records
 // its rate as phase.
 func (b *bench) writerAtMax(ctx context.Context, phase, description string) error {
 	fmt.Fprintf(os.Stderr, "%s\n", phase)
-	res, err := b.steady(ctx, 0, nil)
+	res, err := b.steady(ctx, 0, nil, 0)
 	if err != nil {
 		return err
 	}
@@ -150,8 +177,9 @@ func rateName(r int) string {
 
 // steady writes at rate (0: as fast as possible) for the warm-up and then the
 // steady duration and, with a relay running, measures each event committed
-// after the warm-up from its COMMIT to its arrival at a consumer.
-func (b *bench) steady(ctx context.Context, rate int, r *relayProcess) (Result, error) {
+// after the warm-up from its COMMIT to its arrival at a consumer. The CPU
+// columns are process cpuPID's (0: none), over the measured window.
+func (b *bench) steady(ctx context.Context, rate int, r *relayProcess, cpuPID int) (Result, error) {
 	var c *consumer
 	if r != nil {
 		var err error
@@ -162,11 +190,11 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess) (Result, 
 	}
 	// CPU over the measured window only: from the end of the warm-up to
 	// the end of writing.
-	cpu := func() (relay, broker float64) {
-		if r != nil {
-			_, relay = r.usage()
+	cpu := func() (proc, broker float64) {
+		if cpuPID != 0 {
+			proc = cpuSeconds(cpuPID)
 		}
-		return relay, b.brokerCPU()
+		return proc, b.brokerCPU()
 	}
 	atWarmup := make(chan [2]float64, 1)
 	measuring := time.AfterFunc(b.o.warmup, func() {
@@ -178,11 +206,15 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	relay1, broker1 := cpu()
+	proc1, broker1 := cpu()
 	cpu0 := <-atWarmup // write ran past the warm-up
 	total := int(w.measured.Load())
 	res := Result{Events: total, Seconds: w.elapsed, WriterRate: float64(total) / w.elapsed, TargetRate: rate,
 		EventsPerS: float64(total) / w.elapsed}
+	if cpuPID != 0 {
+		res.CPUPerEvent = perEvent(proc1-cpu0[0], total)
+		res.BrokerCPU = broker1 - cpu0[1]
+	}
 	if r == nil {
 		return res, nil
 	}
@@ -205,8 +237,6 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess) (Result, 
 	}
 	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = q(0.50), q(0.95), q(0.99), q(1)
 	res.RSSMiB, res.CPUSeconds = r.usage()
-	res.CPUPerEvent = perEvent(relay1-cpu0[0], total)
-	res.BrokerCPU = broker1 - cpu0[1]
 	return res, nil
 }
 
