@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
+	"github.com/outbox-relay/outbox-relay/relay"
 )
 
 func env(kv ...string) func(string) string {
@@ -119,5 +121,32 @@ func TestRun_SecretsNeverReachTheLogs(t *testing.T) {
 		if strings.Contains(out, secret) {
 			t.Errorf("%q reached the logs:\n%s", secret, out)
 		}
+	}
+}
+
+func TestRun_ZeroTurnsOffTheKnobsWhoseHelpSaysSo(t *testing.T) {
+	t.Parallel()
+	getenv := env("OUTBOX_DATABASE_URL", "postgres://u@127.0.0.1:1/db", "OUTBOX_KAFKA_BROKERS", "127.0.0.1:9092")
+	// relay.Config reads 0 as "use the default" and a negative value as
+	// "off": the command line must turn the user's 0 into the latter.
+	cases := []struct {
+		flag string
+		got  func(relay.Config) time.Duration
+	}{
+		{"--retention", func(c relay.Config) time.Duration { return c.Retention }},
+		{"--spill-after", func(c relay.Config) time.Duration { return c.SpillAfter }},
+		{"--status-linger", func(c relay.Config) time.Duration { return c.StatusLinger }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.flag, func(t *testing.T) {
+			t.Parallel()
+			c, _, err := runFlags([]string{tc.flag, "0"}, io.Discard, getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.got(c); got >= 0 {
+				t.Fatalf("%s 0 reached the relay as %s, which it reads as its default; want it off (negative)", tc.flag, got)
+			}
+		})
 	}
 }

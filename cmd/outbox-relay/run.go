@@ -98,6 +98,9 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	if c.SpillAfter == 0 {
 		c.SpillAfter = -1 // never spill
 	}
+	if c.StatusLinger == 0 {
+		c.StatusLinger = -1 // no linger
+	}
 	return c, o, nil
 }
 
