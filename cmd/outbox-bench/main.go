@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -23,7 +24,7 @@ type options struct {
 	trace                                   string
 	events, big, conns, drainRuns, purge    int
 	stallDrains, backfill, brokerPID        int
-	relayArgs                               []string
+	relayArgs, relayEnv                     []string
 	rates                                   string
 	steady, warmup                          time.Duration
 }
@@ -82,6 +83,14 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "how long each steady-state run writes before it measures (connections, caches and the relay settle); those events are relayed but not counted")
 	flag.Func("relay-arg", "an extra argument for every relay started (repeatable), such as --debug-addr=127.0.0.1:6060",
 		func(v string) error { o.relayArgs = append(o.relayArgs, v); return nil })
+	flag.Func("relay-env", "a KEY=VALUE variable for every relay started (repeatable), such as GODEBUG=schedtrace=2147483647 (see docs/performance.md)",
+		func(v string) error {
+			if !strings.Contains(v, "=") {
+				return fmt.Errorf("%q is not KEY=VALUE", v)
+			}
+			o.relayEnv = append(o.relayEnv, v)
+			return nil
+		})
 	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since measuring began, µs to the consumer) to files with this prefix")
 	chartFrom := flag.String("chart-from", "", "only redraw latency.svg (in --out) from this results.json")
 	flag.Parse()

@@ -31,7 +31,7 @@ func (b *bench) startRelay(args ...string) (*relayProcess, error) {
 	args = append(append([]string{"run", "--log-level", "warn", "--log-format", "console", "--status-interval", "100ms",
 		"--max-procs", "1", "--metrics-addr", "127.0.0.1:0"}, args...), b.o.relayArgs...)
 	cmd := exec.Command(b.o.relayBin, args...)
-	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers)
+	cmd.Env = append(append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers), b.o.relayEnv...)
 	cmd.Stderr = os.Stderr
 	if b.relayLog != nil {
 		cmd.Stderr = b.relayLog
