@@ -108,10 +108,7 @@ func (b *bench) writerWithDecoder(ctx context.Context, rates []int) error {
 		"the writer's rate while pg_recvlogical decodes its changes: the floor under a streaming relay's cost"); err != nil {
 		return err
 	}
-	for _, rate := range rates {
-		if rate == 0 {
-			continue
-		}
+	for _, rate := range fixed(rates) {
 		phase := fmt.Sprintf("pg_recvlogical @ %d/s", rate)
 		fmt.Fprintln(os.Stderr, phase)
 		res, err := b.steady(ctx, rate, nil, cmd.Process.Pid)
@@ -166,6 +163,11 @@ func parseRates(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// fixed is rates without max (0).
+func fixed(rates []int) []int {
+	return slices.DeleteFunc(slices.Clone(rates), func(r int) bool { return r == 0 })
 }
 
 func rateName(r int) string {

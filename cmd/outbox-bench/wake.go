@@ -34,10 +34,7 @@ func (b *bench) wakeFloors(ctx context.Context, rates []int) error {
 	if err != nil {
 		return err
 	}
-	for _, rate := range rates {
-		if rate == 0 {
-			continue
-		}
+	for _, rate := range fixed(rates) {
 		phase := fmt.Sprintf("Go process woken @ %d/s", rate)
 		fmt.Fprintln(os.Stderr, phase)
 		cmd := exec.CommandContext(ctx, self)
