@@ -92,14 +92,12 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	if err := fs.Parse(args); err != nil {
 		return c, o, err
 	}
-	if c.Retention == 0 {
-		c.Retention = -1 // keep everything
-	}
-	if c.SpillAfter == 0 {
-		c.SpillAfter = -1 // never spill
-	}
-	if c.StatusLinger == 0 {
-		c.StatusLinger = -1 // no linger
+	// A 0 turns these off (keep everything, never spill, no linger), which
+	// relay.Config spells as a negative value: its 0 means the default.
+	for _, d := range []*time.Duration{&c.Retention, &c.SpillAfter, &c.StatusLinger} {
+		if *d == 0 {
+			*d = -1
+		}
 	}
 	return c, o, nil
 }
