@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,11 +61,17 @@ func watchReadiness(t *testing.T, r *relay.Relay) *readiness {
 	return rd
 }
 
-// said reports whether /readyz gave a reason containing any of substrs.
-func (rd *readiness) said(substrs ...string) bool {
+// all is every reason /readyz gave so far. The watcher appends until the
+// test ends, so reasons are read only through it (or said), under the lock.
+func (rd *readiness) all() []string {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	for _, r := range rd.reasons {
+	return slices.Clone(rd.reasons)
+}
+
+// said reports whether /readyz gave a reason containing any of substrs.
+func (rd *readiness) said(substrs ...string) bool {
+	for _, r := range rd.all() {
 		for _, sub := range substrs {
 			if strings.Contains(r, sub) {
 				return true
@@ -106,7 +113,7 @@ func TestLiveness_AFrozenNetworkPathIsDetectedAndEveryEventIsDelivered(t *testin
 	b.waitStatus(t, "SENT", n+after, cfg.ReplicationTimeout+30*time.Second)
 	checkDelivered(t, b, n+after)
 	if !rd.said(silentReasons...) {
-		t.Errorf("/readyz never said the stream was silent; it said: %q", rd.reasons)
+		t.Errorf("/readyz never said the stream was silent; it said: %q", rd.all())
 	}
 }
 
@@ -118,7 +125,7 @@ func TestLiveness_FrozenPoolConnectionsAreReplacedAndEveryEventIsDelivered(t *te
 	writeAcrossFreeze(t, b, n, proxy.FreezeQueries, 1, "the pool's")
 	b.waitStatus(t, "SENT", n, cfg.ReplicationTimeout+30*time.Second)
 	checkDelivered(t, b, n)
-	t.Logf("/readyz said: %q", rd.reasons)
+	t.Logf("/readyz said: %q", rd.all())
 }
 
 func TestLiveness_AnIdleStreamStaysConnectedAndASilentServerIsDetectedWithinTheTimeout(t *testing.T) {
@@ -131,11 +138,11 @@ func TestLiveness_AnIdleStreamStaysConnectedAndASilentServerIsDetectedWithinTheT
 	first := pid()
 	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
 		if p := pid(); p != first {
-			t.Fatalf("the idle relay reconnected: walsender %d, then %d (/readyz said %q)", first, p, rd.reasons)
+			t.Fatalf("the idle relay reconnected: walsender %d, then %d (/readyz said %q)", first, p, rd.all())
 		}
 	}
-	if len(rd.reasons) > 0 {
-		t.Fatalf("/readyz was not ready while idle: %q", rd.reasons)
+	if reasons := rd.all(); len(reasons) > 0 {
+		t.Fatalf("/readyz was not ready while idle: %q", reasons)
 	}
 
 	proxy.Freeze()
