@@ -73,18 +73,25 @@ func (r *Relay) Progress() metrics.Progress {
 // the pool's connections with the replication connection, and reporting
 // only "postgres unavailable" would hide that the stream went silent.
 func (r *Relay) Ready() error {
+	var reasons []string
 	switch role := r.role.Load(); {
 	case role == nil || *role == metrics.RoleStarting:
-		return errors.New("starting")
+		reasons = append(reasons, "starting")
 	case *role == metrics.RoleStandby:
 		return errors.New("standby: another relay streams from slot " + r.cfg.Slot)
 	}
-	var reasons []string
-	if pub := r.pub.Load(); pub == nil || !pub.Available() {
-		reasons = append(reasons, "kafka unavailable: circuit breaker "+pubState(pub))
+	if pub := r.pub.Load(); (pub == nil && len(reasons) == 0) || (pub != nil && !pub.Available()) {
+		why := "kafka unavailable: circuit breaker " + pubState(pub)
+		if pub != nil && pub.LastError() != nil {
+			why += ": " + pub.LastError().Error()
+		}
+		reasons = append(reasons, why)
 	}
-	if r.pollerDown.Down() || r.streamDown.Down() {
-		reasons = append(reasons, "postgres unavailable")
+	for _, o := range []*outage.Log{r.startDown, r.pollerDown, r.streamDown} {
+		if err := o.Why(); err != nil { // set only while down
+			reasons = append(reasons, "postgres unavailable: "+err.Error())
+			break
+		}
 	}
 	limit := r.cfg.ReplicationTimeout
 	switch p := r.Progress(); {

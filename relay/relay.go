@@ -74,10 +74,11 @@ const standbyRetry = time.Second
 const RetentionDefault = 7 * 24 * time.Hour
 
 // IsSetup reports whether err is a problem an operator must fix before the
-// relay can run (wrong server settings, schema, slot or publication); the
-// CLI exits with code 2 for it.
+// relay can run (wrong server settings, schema, slot or publication,
+// credentials, Kafka settings its brokers refuse); the CLI exits with
+// code 2 for it.
 func IsSetup(err error) bool {
-	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid)
+	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid) || kafka.IsRefusal(err)
 }
 
 // Defaults for Config.
@@ -260,6 +261,7 @@ type Relay struct {
 	pollerDown *outage.Log   // PostgreSQL as the poller sees it
 	wake       chan struct{} // wakes the poller (wakePoller)
 	streamDown *outage.Log   // PostgreSQL as the replication stream sees it
+	startDown  *outage.Log   // PostgreSQL as the start (checkSchema) sees it
 	// reconnecting is set from a silent stream's end until the next
 	// session streams: /readyz says so meanwhile.
 	reconnecting atomic.Bool
@@ -285,6 +287,7 @@ func New(cfg Config) (*Relay, error) {
 		pollerLog: cfg.Logger.With(zap.String("component", "poller")), wake: make(chan struct{}, 1),
 		streamDown: outage.New(cfg.Logger, "postgres replication stream")}
 	r.pollerDown = outage.New(r.pollerLog, "postgres (poller)")
+	r.startDown = outage.New(cfg.Logger, "postgres")
 	r.setRole(metrics.RoleStarting)
 	cfg.Metrics.WatchProgress(r.Progress)
 	return r, nil
@@ -303,8 +306,11 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	}
 	// Kafka down at start is an outage like any other: the stream starts
 	// and waits for it, or spills.
-	pub, err := kafka.Open(r.cfg.Kafka, r.log)
-	if err != nil {
+	pub, err := kafka.Open(ctx, r.cfg.Kafka, r.log)
+	switch {
+	case ctx.Err() != nil:
+		return nil // stopped while connecting
+	case err != nil:
 		return err
 	}
 	defer func() {
@@ -351,7 +357,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 // missing or older than this relay.
 func (r *Relay) checkSchema(ctx context.Context) error {
 	var version int
-	err := outage.Retry(ctx, outage.New(r.log, "postgres"), func(ctx context.Context) error {
+	err := outage.Retry(ctx, r.startDown, func(ctx context.Context) error {
 		var err error
 		version, err = r.store.SchemaVersion(ctx)
 		if errors.Is(err, store.ErrNoSchema) {

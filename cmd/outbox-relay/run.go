@@ -163,10 +163,10 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if err != nil {
 		return err
 	}
-	defer r.Close()
 	if o.metricsAddr != "" {
 		stop, err := serve(log, "--metrics-addr", "/metrics, /healthz and /readyz", o.metricsAddr, cfg.Metrics.Handler(r))
 		if err != nil {
+			r.Close()
 			return err
 		}
 		defer stop()
@@ -174,12 +174,47 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer stopOnSignal(log, cancel)()
-	if err := r.Run(ctx); err != nil {
+	if err := runUntilStopped(ctx, r, cfg.ShutdownTimeout+stopGrace); err != nil {
 		log.Error("stopping", zap.Error(err), zap.Bool("setup_problem", relay.IsSetup(err)))
 		return err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// stopGrace is how much longer than --shutdown-timeout a stop may take
+// before the process exits without waiting for the relay any more.
+const stopGrace = 500 * time.Millisecond
+
+// errStopTimeout: the relay did not return within --shutdown-timeout of
+// the stop. Exiting then loses nothing: the slot moves only past events
+// with a durable status row, so what was in flight is read again.
+var errStopTimeout = errors.New("the relay did not stop within --shutdown-timeout; exiting without waiting " +
+	"(events in flight are read again from the slot at the next start: nothing is lost)")
+
+// runUntilStopped runs r until it returns, or until limit has passed
+// since ctx ended (a connection hanging in a dial, say): then it returns
+// errStopTimeout and leaves r running for the process to end.
+func runUntilStopped(ctx context.Context, r *relay.Relay, limit time.Duration) error {
+	done := make(chan error, 1)
+	go func() {
+		err := r.Run(ctx)
+		r.Close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return errStopTimeout
+	}
 }
 
 // serve serves handler on addr (the value of flag) until stop is called.

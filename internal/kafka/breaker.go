@@ -3,6 +3,7 @@ package kafka
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -271,9 +272,11 @@ func (p *Publisher) reconnect(ctx context.Context) bool {
 	var producer sarama.AsyncProducer
 	var err error
 	if ctx.Err() == nil {
-		producer, err = p.connect()
+		producer, err = connectWithin(ctx, p.connect)
 	}
 	p.mu.Lock()
+	p.lastErr = err
+	var notKafka *NotKafkaError
 	switch {
 	case ctx.Err() != nil:
 		if producer != nil {
@@ -287,6 +290,14 @@ func (p *Publisher) reconnect(ctx context.Context) bool {
 		if err.Error() != p.refusal {
 			p.refusal = err.Error()
 			p.log.Error("kafka refuses the relay's configuration; delivery stays paused until it accepts it", zap.Error(err))
+		}
+		return false
+	case errors.As(err, &notKafka):
+		// Said once per change, like a refusal: an address that is not
+		// Kafka is a mistake a person must see, not a passing outage.
+		if err.Error() != p.refusal {
+			p.refusal = err.Error()
+			p.log.Warn("kafka unavailable: a broker address is not a Kafka listener; retrying with backoff", zap.Error(err))
 		}
 		return false
 	case err != nil:

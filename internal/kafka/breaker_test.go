@@ -106,7 +106,7 @@ func setupBreakerOn(t *testing.T, first *fakeProducer, refused int32) *breakerBu
 	t.Helper()
 	b := &breakerBundle{first: first, producers: make(chan *fakeProducer, 8), out: make(outcomes, 16)}
 	b.refuse.Store(refused)
-	connect := func() (sarama.AsyncProducer, error) {
+	connect := func(context.Context) (sarama.AsyncProducer, error) {
 		if b.refuse.Add(-1) >= 0 {
 			return nil, sarama.ErrOutOfBrokers
 		}

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"sync"
 
@@ -26,13 +27,19 @@ func (r refusal) Unwrap() error { return r.error }
 
 // producer connects a new producer, and the metadata client first if there
 // is none yet. Only the publisher's recovery (or Open) calls it, one call
-// at a time. An error that waiting cannot fix is a refusal.
-func (d *dialer) producer() (sarama.AsyncProducer, error) {
+// at a time. An error that waiting cannot fix is a refusal. Every seed
+// broker is probed first (probe.go) and sarama is given only those that
+// answered as Kafka: sarama must never read a non-Kafka answer.
+func (d *dialer) producer(ctx context.Context) (sarama.AsyncProducer, error) {
+	seeds, err := d.probe(ctx)
+	if err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	connected := d.client != nil
 	d.mu.Unlock()
 	if !connected {
-		client, err := sarama.NewClient(d.cfg.Brokers, d.sc)
+		client, err := sarama.NewClient(seeds, d.sc)
 		if err != nil {
 			return nil, d.explain(err)
 		}
@@ -40,11 +47,36 @@ func (d *dialer) producer() (sarama.AsyncProducer, error) {
 		d.client = client
 		d.mu.Unlock()
 	}
-	producer, err := sarama.NewAsyncProducer(d.cfg.Brokers, d.sc)
+	producer, err := sarama.NewAsyncProducer(seeds, d.sc)
 	if err != nil {
 		return nil, d.explain(err)
 	}
 	return producer, nil
+}
+
+// probe probes the seed brokers at once and returns those that answered as
+// Kafka. With none, it returns a refusal if any answer proves a setting
+// wrong, or else every broker's error.
+func (d *dialer) probe(ctx context.Context) ([]string, error) {
+	errs := make([]error, len(d.cfg.Brokers))
+	var wg sync.WaitGroup
+	for i, addr := range d.cfg.Brokers {
+		wg.Go(func() { errs[i] = probe(ctx, addr, d.cfg, d.sc) })
+	}
+	wg.Wait()
+	var seeds []string
+	for i, err := range errs {
+		if isRefusal(err) {
+			return nil, err // a setting is wrong: no broker can work
+		}
+		if err == nil {
+			seeds = append(seeds, d.cfg.Brokers[i])
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	return seeds, nil
 }
 
 // explain turns an error waiting cannot fix into a refusal.
@@ -79,6 +111,10 @@ func (d *dialer) close() error {
 	}
 	return client.Close()
 }
+
+// IsRefusal reports whether err is Kafka refusing the relay's settings
+// (TLS, SASL, credentials): a setup mistake that waiting cannot fix.
+func IsRefusal(err error) bool { return isRefusal(err) }
 
 // isRefusal reports whether err is one that waiting cannot fix.
 func isRefusal(err error) bool {

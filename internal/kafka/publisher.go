@@ -52,7 +52,7 @@ type Receiver interface {
 // and keeps cluster outages away from them with a circuit breaker (see
 // breaker.go). Messages see only final outcomes.
 type Publisher struct {
-	connect func() (sarama.AsyncProducer, error)
+	connect func(context.Context) (sarama.AsyncProducer, error)
 	log     *zap.Logger
 	backoff backoff.BackOff
 	topics  topicChecker
@@ -74,6 +74,7 @@ type Publisher struct {
 	nextSeq    uint64
 	onState    func(BreakerState) // OnTransition's listener
 	refusal    string             // the last refusal recovery logged
+	lastErr    error              // why the last connection attempt failed; nil once connected
 }
 
 // OnTransition has fn called (with the publisher's lock held: it must be
@@ -91,15 +92,18 @@ func (p *Publisher) OnTransition(fn func(BreakerState)) {
 // Open makes a Publisher for cfg and connects it. A configuration that can
 // never work is an error. A cluster that cannot be reached is not: the
 // publisher then starts with its breaker open and connects in the
-// background, so the relay can stream (and spill) meanwhile.
-func Open(cfg Config, log *zap.Logger) (*Publisher, error) {
+// background, so the relay can stream (and spill) meanwhile. Open returns
+// ctx's error if ctx ends first.
+func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, error) {
 	sc, err := cfg.Sarama()
 	if err != nil {
 		return nil, err
 	}
-	d := &dialer{cfg: cfg, sc: sc}
-	producer, err := d.producer()
+	d := &dialer{cfg: cfg.withDefaults(), sc: sc}
+	producer, err := connectWithin(ctx, d.producer)
 	switch {
+	case ctx.Err() != nil:
+		return nil, errors.Join(ctx.Err(), d.close())
 	case isRefusal(err):
 		return nil, errors.Join(err, d.close())
 	case err != nil:
@@ -108,14 +112,50 @@ func Open(cfg Config, log *zap.Logger) (*Publisher, error) {
 	}
 	p := newPublisher(producer, d.producer, d.partitions, retry.Reconnect(200*time.Millisecond, 30*time.Second), log)
 	p.dial = d
+	p.lastErr = err
 	return p, nil
+}
+
+// connectWithin runs connect and returns its result, or ctx's error as
+// soon as ctx ends: sarama's own dials and metadata requests cannot be
+// cancelled, and a stop must not wait for them. A producer connected
+// after ctx ended is closed.
+func connectWithin(ctx context.Context, connect func(context.Context) (sarama.AsyncProducer, error)) (sarama.AsyncProducer, error) {
+	type result struct {
+		producer sarama.AsyncProducer
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		producer, err := connect(ctx)
+		done <- result{producer, err}
+	}()
+	select {
+	case r := <-done:
+		return r.producer, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.producer != nil {
+				_ = r.producer.Close() //nolint:errcheck // abandoned
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// LastError is why the last attempt to connect failed, or nil when the
+// publisher is connected or has not tried.
+func (p *Publisher) LastError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
 }
 
 // newPublisher sends through producer; connect makes a replacement after an
 // outage, and bo paces those attempts while the cluster is down. lookup finds
 // a topic's partitions (sarama's cached client metadata). A nil producer
 // starts the publisher with its breaker open, recovering.
-func newPublisher(producer sarama.AsyncProducer, connect func() (sarama.AsyncProducer, error),
+func newPublisher(producer sarama.AsyncProducer, connect func(context.Context) (sarama.AsyncProducer, error),
 	lookup func(string) ([]int32, error), bo backoff.BackOff, log *zap.Logger) *Publisher {
 	p := &Publisher{connect: connect, backoff: bo, log: log, topics: topicChecker{lookup: lookup, bad: map[string]badTopic{}}}
 	p.stopCtx, p.stopping = context.WithCancel(context.Background())

@@ -5,10 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
-	"syscall"
 
 	"github.com/IBM/sarama"
 )
@@ -54,11 +52,6 @@ func refused(err error, k Config, sc *sarama.Config) error {
 func credentialsRefused(k Config, err error) error {
 	return fmt.Errorf("kafka refused the credentials of user %q (SASL %s); check --kafka-sasl-user, --kafka-sasl-password "+
 		"and --kafka-sasl-mechanism: %w", k.SASLUser, strings.ToUpper(k.SASLMechanism), err)
-}
-
-// dropped reports whether err is the broker closing the connection.
-func dropped(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // answersWithoutSASL reports whether the broker at addr answers an

@@ -20,6 +20,7 @@ type Log struct {
 	mu    sync.Mutex
 	down  bool
 	since time.Time
+	last  error // the last failure while down
 }
 
 // New returns a Log for the dependency named what.
@@ -29,6 +30,7 @@ func New(log *zap.Logger, what string) *Log { return &Log{log: log, what: what} 
 func (o *Log) Failed(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.last = err
 	if o.down {
 		o.log.Debug(o.what+" still unavailable", zap.Error(err))
 		return
@@ -41,6 +43,7 @@ func (o *Log) Failed(err error) {
 func (o *Log) Recovered() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.last = nil
 	if o.down {
 		o.down = false
 		o.log.Info(o.what+" recovered", zap.Duration("outage", time.Since(o.since).Round(time.Millisecond)))
@@ -53,6 +56,13 @@ func (o *Log) Down() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.down
+}
+
+// Why is the last failure while the dependency is down, or nil.
+func (o *Log) Why() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.last
 }
 
 // Retry runs op until it succeeds or ctx ends (returning ctx's error),
