@@ -22,6 +22,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/outage"
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 	"github.com/outbox-relay/outbox-relay/migrations"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -78,7 +79,8 @@ const RetentionDefault = 7 * 24 * time.Hour
 // credentials, Kafka settings its brokers refuse); the CLI exits with
 // code 2 for it.
 func IsSetup(err error) bool {
-	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid) || kafka.IsRefusal(err)
+	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid) || kafka.IsRefusal(err) ||
+		errors.Is(err, pgdial.ErrLoginRefused)
 }
 
 // Defaults for Config.
@@ -357,10 +359,15 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 // missing or older than this relay.
 func (r *Relay) checkSchema(ctx context.Context) error {
 	var version int
+	var refused error
 	err := outage.Retry(ctx, r.startDown, func(ctx context.Context) error {
 		var err error
 		version, err = r.store.SchemaVersion(ctx)
-		if errors.Is(err, store.ErrNoSchema) {
+		switch err = pgdial.Explain(err); {
+		case errors.Is(err, store.ErrNoSchema):
+			return nil
+		case errors.Is(err, pgdial.ErrLoginRefused):
+			refused = err // waiting cannot fix it
 			return nil
 		}
 		return err
@@ -368,6 +375,8 @@ func (r *Relay) checkSchema(ctx context.Context) error {
 	switch {
 	case err != nil || ctx.Err() != nil:
 		return nil // ctx ended while PostgreSQL was down
+	case refused != nil:
+		return refused
 	case version == 0:
 		return fmt.Errorf("%w: the outbox schema does not exist in this database; run `outbox-relay migrate` first", cdc.ErrSetup)
 	case version < migrations.Latest():

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
@@ -66,7 +67,7 @@ func dial(ctx context.Context, dbURL string) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to postgres: %w", err)
+		return nil, fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
 	}
 	return conn, nil
 }

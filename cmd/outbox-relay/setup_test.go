@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,20 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 			execSQL(t, pool, `SELECT pg_create_logical_replication_slot('other_b', 'test_decoding')`)
 			return url, nil
 		}, []string{"all replication slots are in use", "max_replication_slots = 2", "other_a (postgres, inactive)", "other_b"}},
+		{"WrongPassword", func(t *testing.T) (string, []string) {
+			url := pgtest.Cluster(t, []string{"--auth-host=scram-sha-256"})
+			// No sslmode: pgconn tries TLS first (prefer), which the server refuses.
+			return strings.Replace(strings.Replace(url, "postgres@", "postgres:wrong-pw@", 1), "?sslmode=disable", "", 1), nil
+		}, []string{"password authentication failed", "SQLSTATE 28P01", "--database-url"}},
+		{"UnknownRole", func(t *testing.T) (string, []string) {
+			return withUser(t, pgtest.NewDB(t), "no_such_role"), nil
+		}, []string{`role "no_such_role" does not exist`, "--database-url"}},
+		{"MissingDatabase", func(t *testing.T) (string, []string) {
+			return withDatabase(t, pgtest.NewDB(t), "no_such_db"), nil
+		}, []string{`database "no_such_db" does not exist`, "--database-url"}},
+		{"TLSRequiredButNotOffered", func(t *testing.T) (string, []string) {
+			return strings.Replace(pgtest.NewDB(t), "sslmode=disable", "sslmode=require", 1), nil
+		}, []string{"does not offer TLS", "sslmode"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +108,9 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 			if !strings.Contains(stderr.String(), `"setup_problem": true`) {
 				t.Errorf("the cause is not in the log:\n%s", stderr.String())
 			}
+			if strings.Contains(stderr.String(), "tls error") {
+				t.Errorf("a refused TLS attempt is reported as the cause:\n%s", stderr.String())
+			}
 		})
 	}
 }
@@ -112,4 +130,22 @@ func execSQL(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+func withUser(t *testing.T, dbURL, user string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(user)
+	return u.String()
+}
+
+func withDatabase(t *testing.T, dbURL, db string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + db
+	return u.String()
 }

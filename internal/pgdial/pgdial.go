@@ -9,8 +9,10 @@ package pgdial
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -118,4 +120,45 @@ func noJIT(cfg *pgconn.Config) {
 	if _, set := cfg.RuntimeParams["jit"]; !set {
 		cfg.RuntimeParams["jit"] = "off"
 	}
+}
+
+// ErrLoginRefused marks a connection PostgreSQL refused for a reason that
+// waiting cannot fix: a wrong password, an unknown role, a missing
+// database, pg_hba.conf, TLS required but not offered. The relay and the
+// CLI stop with exit code 2 for it.
+var ErrLoginRefused = errors.New("postgres refused the connection")
+
+// Explain turns a connection error that waiting cannot fix into one
+// wrapping ErrLoginRefused, saying what PostgreSQL answered and which
+// setting to check, without the attempts pgconn joins before it (a
+// refused TLS attempt under sslmode=prefer read as the cause). Any other
+// error (a server that is down or unreachable) is returned as it is.
+func Explain(err error) error {
+	var (
+		pgErr   *pgconn.PgError
+		connErr *pgconn.ConnectError
+	)
+	if err == nil || !errors.As(err, &connErr) {
+		return err
+	}
+	who := fmt.Sprintf("user %q, database %q", connErr.Config.User, connErr.Config.Database)
+	if !errors.As(err, &pgErr) {
+		if strings.Contains(err.Error(), "server refused TLS connection") {
+			return fmt.Errorf("%w (%s): the server does not offer TLS and --database-url requires it (sslmode=require "+
+				"or verify-*); turn ssl on in the server, or set sslmode=prefer or disable", ErrLoginRefused, who)
+		}
+		return err
+	}
+	var hint string
+	switch {
+	case pgErr.Code == "28P01":
+		hint = "check the password in --database-url (or PGPASSWORD, or ~/.pgpass)"
+	case pgErr.Code == "3D000":
+		hint = "check the database name in --database-url: it must name the database that holds the outbox"
+	case strings.HasPrefix(pgErr.Code, "28"):
+		hint = "check the user in --database-url, and that pg_hba.conf lets it connect from here"
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (%s): %s (SQLSTATE %s); %s", ErrLoginRefused, who, pgErr.Message, pgErr.Code, hint)
 }
