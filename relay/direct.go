@@ -94,7 +94,7 @@ func (d *direct) deliver(ctx context.Context, st *store.Store, page *store.Event
 		}
 	}
 	b.pending.Store(int32(len(b.events)) + 1)
-	d.msgs = b.messages(d.msgs[:0], d.log)
+	d.msgs = b.messages(d.msgs[:0])
 	if err := b.publish(ctx, d.pub, d.msgs); err != nil {
 		return 0, err
 	}

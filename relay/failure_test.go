@@ -12,6 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
@@ -103,11 +106,20 @@ func TestRelay_MessageSpecificFailuresAreFailedAtOnceAndTheRestIsDelivered(t *te
 			b := setup(t, append([]kfake.Opt{kfake.SeedTopics(1, "orders")}, tc.opts...)...)
 			cfg := b.config(t)
 			cfg.Kafka.MaxMessageBytes = tc.maxMessageBytes
+			core, logs := observer.New(zap.WarnLevel)
+			cfg.Logger = zap.New(zapcore.NewTee(core, cfg.Logger.Core()))
 			b.startRelay(t, cfg)
 			id := b.insertAround(t, tc.topic, tc.payload)
 			r := b.waitFor(t, id, "FAILED")
 			if r.reason != tc.reason || r.attempts != 1 || r.lastError == "" || !strings.Contains(r.lastError, tc.errText) {
 				t.Fatalf("got %+v, want FAILED %s after 1 attempt with the broker's words (%q)", r, tc.reason, tc.errText)
+			}
+			failedLogged := logs.FilterMessageSnippet("event failed").FilterField(zap.String("event_id", id)).All()
+			if len(failedLogged) != 1 {
+				t.Fatalf("the failure was logged %d times at warn, want once; all warnings: %v", len(failedLogged), logs.All())
+			}
+			if f := failedLogged[0].ContextMap(); f["topic"] != tc.topic || f["reason"] != tc.reason || f["error"] != r.lastError {
+				t.Errorf("the failure's log line has %v; want the topic %q, the reason %s and the last_error", f, tc.topic, tc.reason)
 			}
 			recs := kafkatest.Consume(t, b.brokers, 2, 15*time.Second, "orders")
 			if len(recs) != 2 || string(recs[0].Value) != `{"n": "before"}` || string(recs[1].Value) != `{"n": "after"}` {

@@ -209,6 +209,10 @@ func (p *poller) rescueStuck(ctx context.Context) error {
 	rescued, err := p.store.RescueStuck(ctx, p.cfg.StuckThreshold, p.cfg.BatchSize, p.settle.def.MaxAttempts)
 	p.metrics.Rescued.Add(float64(len(rescued)))
 	for _, r := range rescued {
+		if r.Status == string(store.StatusFailed) {
+			logFailed(p.log, r.EventID, r.Topic, r.Reason, r.LastError, r.Attempts)
+			continue
+		}
 		p.log.Warn("took back a row stuck in PROCESSING (counted as an attempt)",
 			zap.String("event_id", r.EventID), zap.String("status", r.Status), zap.String("last_error", r.LastError))
 	}
@@ -368,7 +372,7 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	b.pending.Store(int32(len(b.events)) + 1)
-	p.msgs = b.messages(p.msgs[:0], p.log)
+	p.msgs = b.messages(p.msgs[:0])
 	// A resend after the topic was created or the ACL granted must not
 	// meet a remembered failure.
 	p.pub.RefreshTopics(p.msgs)

@@ -77,15 +77,14 @@ func (b *batch) publish(ctx context.Context, pub *kafka.Publisher, msgs []*kafka
 // order: events that already have a status row are skipped and rows that
 // cannot be messages are left to settle as INVALID_EVENT, each completing
 // one of b's pending counts.
-func (b *batch) messages(msgs []*kafka.Message, log *zap.Logger) []*kafka.Message {
+func (b *batch) messages(msgs []*kafka.Message) []*kafka.Message {
 	for i := range b.events {
 		e := &b.events[i]
 		switch {
 		case e.skip, e.deferred():
 			b.complete()
 		case e.invalid != "":
-			log.Warn("invalid event", zap.String("event_id", string(kafka.FormatUUID(e.id))), zap.String("error", e.invalid))
-			b.complete()
+			b.complete() // settled, and logged, as INVALID_EVENT
 		default:
 			msgs = append(msgs, &e.Message)
 		}
@@ -403,7 +402,7 @@ func (s *session) produce() error {
 		}
 		s.queue.route(b)
 		s.routed = b.lastSeq
-		msgs = b.messages(msgs[:0], s.r.log)
+		msgs = b.messages(msgs[:0])
 		if err := s.pub.Publish(s.hard, msgs, b); err != nil {
 			return s.gaveUp(err)
 		}

@@ -73,7 +73,18 @@ func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Durat
 		o.Delay = p.Next(int(o.Attempts), prev, s.rnd)
 		s.mu.Unlock()
 	}
+	if o.Status == store.StatusFailed {
+		logFailed(s.log, string(kafka.FormatUUID(e.id)), e.Record.Topic, o.Reason, o.LastError, o.Attempts)
+	}
 	return o
+}
+
+// logFailed says that an event ended FAILED: every such event is logged
+// once, where its status is decided.
+func logFailed(log *zap.Logger, eventID, topic, reason, lastError string, attempts int32) {
+	log.Warn("event failed: "+reason+"; fix the cause and resend it (outbox-relay resend), or skip it",
+		zap.String("event_id", eventID), zap.String("topic", topic), zap.String("reason", reason),
+		zap.String("error", lastError), zap.Int32("attempts", attempts))
 }
 
 // count adds e's attempt, which left o, to a metrics tally.

@@ -162,6 +162,8 @@ func (s *Store) ReleaseBackfilled(ctx context.Context, limit int) (int64, error)
 // Rescued is a row taken back from an instance that died.
 type Rescued struct {
 	EventID, Status, LastError string
+	Attempts                   int32
+	Reason, Topic              string // Reason: RETRIES_EXHAUSTED when Status is FAILED
 }
 
 // RescueStuck takes back up to limit rows held PROCESSING for longer than
@@ -170,7 +172,7 @@ type Rescued struct {
 func (s *Store) RescueStuck(ctx context.Context, threshold time.Duration, limit, maxAttempts int) ([]Rescued, error) {
 	return collect(ctx, s.db, "taking back stuck rows", func(r pgx.CollectableRow) (Rescued, error) {
 		var x Rescued
-		err := r.Scan(&x.EventID, &x.Status, &x.LastError)
+		err := r.Scan(&x.EventID, &x.Status, &x.LastError, &x.Attempts, &x.Reason, &x.Topic)
 		return x, err
 	}, rescueStuckSQL, threshold.Milliseconds(), limit, maxAttempts, s.now())
 }

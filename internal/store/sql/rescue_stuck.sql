@@ -21,4 +21,5 @@ SET attempts = d.attempts + 1,
     updated_at = coalesce($4::timestamptz, now())
 FROM stuck
 WHERE d.event_id = stuck.event_id
-RETURNING d.event_id::text, d.status, d.last_error
+RETURNING d.event_id::text, d.status, d.last_error, d.attempts, coalesce(d.failure_reason, ''),
+          (SELECT e.topic FROM outbox.events e WHERE e.id = d.event_id)
