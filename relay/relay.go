@@ -377,10 +377,18 @@ func (r *Relay) checkSchema(ctx context.Context) error {
 		return nil // ctx ended while PostgreSQL was down
 	case refused != nil:
 		return refused
+	}
+	return CheckSchemaVersion(version)
+}
+
+// CheckSchemaVersion returns a setup error unless version, the database's
+// outbox schema version (0: none), is this release's.
+func CheckSchemaVersion(version int) error {
+	switch {
 	case version == 0:
 		return fmt.Errorf("%w: the outbox schema does not exist in this database; run `outbox-relay migrate` first", cdc.ErrSetup)
 	case version < migrations.Latest():
-		return fmt.Errorf("%w: the outbox schema is at version %d, this relay needs %d; run `outbox-relay migrate` first",
+		return fmt.Errorf("%w: the outbox schema is at version %d, this release needs %d; run `outbox-relay migrate` first",
 			cdc.ErrSetup, version, migrations.Latest())
 	}
 	return nil

@@ -2,25 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"text/tabwriter"
 	"time"
-
-	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 )
 
 func heldCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flagenv.New("held", getenv)
-	fs.SetOutput(stderr)
+	fs := newFlags("held", getenv)
+	fs.Describe("", "", "Keys held behind a FAILED event or a retry, with the event that blocks each and how many wait.")
 	var dbURL, topic string
 	var out listing
-	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
-	fs.StringVar(&topic, "topic", "", "only this topic")
+	databaseFlag(fs, &dbURL)
+	fs.String(&topic, "topic", "", "only keys of this topic")
 	out.register(fs, "at most this many keys, longest held first")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if err := out.check(); err != nil {
@@ -49,54 +45,6 @@ func heldCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(stderr, "no held keys")
-	}
-	return nil
-}
-
-var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
-
-func skipCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flagenv.New("skip", getenv)
-	fs.SetOutput(stderr)
-	var dbURL string
-	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
-	// Event ids come after the flags.
-	if err := fs.FlagSet.Parse(args); err != nil {
-		return err
-	}
-	ids := fs.Args()
-	if len(ids) == 0 {
-		return errors.New("give the ids of the FAILED events to skip (outbox-relay skip ID ...)")
-	}
-	for _, id := range ids {
-		if !uuidText.MatchString(id) {
-			return fmt.Errorf("%q is not an event id (a UUID)", id)
-		}
-	}
-	st, closeDB, err := connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	refused := 0
-	for _, id := range ids {
-		skipped, status, err := st.Skip(ctx, id)
-		if err != nil {
-			return err
-		}
-		switch {
-		case skipped:
-			continue
-		case status == "":
-			fmt.Fprintf(stderr, "%s: no such event with a status row\n", id)
-		default:
-			fmt.Fprintf(stderr, "%s: is %s; only FAILED events can be skipped\n", id, status)
-		}
-		refused++
-	}
-	fmt.Fprintf(stdout, "skipped %d events\n", len(ids)-refused)
-	if refused > 0 {
-		return fmt.Errorf("%d of %d events were not skipped", refused, len(ids))
 	}
 	return nil
 }

@@ -9,7 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 
 	"github.com/outbox-relay/outbox-relay/relay"
 )
@@ -17,21 +21,26 @@ import (
 const usage = `outbox-relay: PostgreSQL transactional outbox to Kafka
 
 Usage:
-  outbox-relay run      [flags]   stream outbox.events to Kafka
-  outbox-relay migrate  [flags]   create or upgrade the outbox schema (--print writes the SQL)
-  outbox-relay failed   [flags]   list or count FAILED events (filters, --after ID to page)
+  outbox-relay run      [flags]         stream outbox.events to Kafka
+  outbox-relay migrate  [flags]         create or upgrade the outbox schema (--print writes the SQL)
+  outbox-relay failed   [flags]         list or count FAILED events (filters, --after ID to page)
   outbox-relay resend   [flags] ID...   resend events; or --failed [filters] for every matching FAILED one
-  outbox-relay held     [flags]   keys held behind a FAILED event or a retry, with how many wait
-  outbox-relay skip     [flags] ID...   give up on FAILED events (SKIPPED): never delivered, their keys released
-  outbox-relay purge    [flags]   delete SENT (or FAILED, SKIPPED) events older than --older-than
-  outbox-relay status   [flags]   slots, counts by topic and status, FAILED by reason; a running relay's role
+  outbox-relay held     [flags]         keys held behind a FAILED event or a retry, with how many wait
+  outbox-relay skip     [flags] ID...   give up on FAILED events (SKIPPED); or --failed [filters]
+  outbox-relay purge    [flags]         delete SENT (or FAILED, SKIPPED) events older than --older-than
+  outbox-relay status   [flags]         slots, counts by topic and status, FAILED by reason; a running relay's role
   outbox-relay version
 
-Every flag can also be set by an environment variable: --database-url is
-OUTBOX_DATABASE_URL. Run 'outbox-relay <command> -h' for a command's flags.
+Run 'outbox-relay <command> --help' for a command's arguments and flags.
+Every flag can also be set by an environment variable: run's --kafka-brokers
+is OUTBOX_KAFKA_BROKERS; another command's flag is OUTBOX_<COMMAND>_<FLAG>
+(purge --topic is OUTBOX_PURGE_TOPIC), but --database-url is
+OUTBOX_DATABASE_URL everywhere. Durations take ms, s, m, h and d (7d).
 
-Exit codes: 0 stopped on a signal, 1 error, 2 setup problem to fix (wal_level,
-schema, slot, publication; the message says what to do), 130 second signal.
+Exit codes: 0 done (run: stopped on a signal); 1 error; 2 setup problem to fix
+(wal_level, schema, slot, publication, credentials, Kafka TLS or SASL
+settings; the message says what to do); 64 usage error (unknown command or
+flag, a bad or missing value); 130 second signal.
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -41,46 +50,48 @@ func main() {
 	os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }
 
+// command runs one subcommand.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error
+
+var commands = map[string]command{
+	"run": runCmd, "migrate": migrateCmd, "failed": failedCmd, "resend": resendCmd, "held": heldCmd,
+	"skip": skipCmd, "purge": purgeCmd, "status": statusCmd,
+}
+
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
 	}
-	var err error
-	switch args[0] {
-	case "run":
-		err = runCmd(ctx, args[1:], stderr, getenv)
-	case "migrate":
-		err = migrateCmd(ctx, args[1:], stdout, stderr, getenv)
-	case "failed":
-		err = failedCmd(ctx, args[1:], stdout, stderr, getenv)
-	case "resend":
-		err = resendCmd(ctx, args[1:], stdout, stderr, getenv)
-	case "held":
-		err = heldCmd(ctx, args[1:], stdout, stderr, getenv)
-	case "skip":
-		err = skipCmd(ctx, args[1:], stdout, stderr, getenv)
-	case "purge":
-		err = purgeCmd(ctx, args[1:], stdout, stderr, getenv)
-	case "status":
-		err = statusCmd(ctx, args[1:], stdout, stderr, getenv)
+	name := args[0]
+	switch name {
 	case "version", "--version":
 		fmt.Fprintln(stdout, "outbox-relay", version)
-	case "help", "-h", "--help":
+		return 0
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
-	default:
-		fmt.Fprintf(stderr, "outbox-relay: unknown command %q\n\n%s", args[0], usage)
-		return 2
-	}
-	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "outbox-relay %s: %v\n", args[0], err)
-		if relay.IsSetup(err) {
-			return 2 // an operator must fix the database or its settings
+	cmd, ok := commands[name]
+	if !ok {
+		msg := fmt.Sprintf("outbox-relay: unknown command %q", name)
+		if close := flagenv.Closest(name, slices.Sorted(maps.Keys(commands))); close != "" {
+			msg += fmt.Sprintf("; did you mean %q?", close)
 		}
-		return 1
+		fmt.Fprintf(stderr, "%s\nRun 'outbox-relay --help' for the commands.\n", msg)
+		return exitUsage
 	}
-	return 0
+	err := cmd(ctx, args[1:], stdout, stderr, getenv)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case flagenv.IsUsage(err):
+		fmt.Fprintf(stderr, "outbox-relay %s: %v\nRun 'outbox-relay %s --help' for usage.\n", name, err, name)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "outbox-relay %s: %v\n", name, err)
+	if relay.IsSetup(err) {
+		return exitSetup // an operator must fix the database, the broker or their settings
+	}
+	return exitError
 }

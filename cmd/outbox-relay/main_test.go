@@ -79,6 +79,7 @@ func TestRedact_HidesPasswordsInURLsAndDSNs(t *testing.T) {
 		"host=db user=app password=s3cret dbname=app":       "host=db user=app password=xxxxx dbname=app",
 		"host=db password='s 3cret' dbname=app":             "host=db password=xxxxx dbname=app",
 		"postgres://app@db/app":                             "postgres://app@db/app",
+		"postgres://app:s3cret@db:port/app":                 "postgres://app:xxxxx@db:port/app",
 	} {
 		if got := redact.URL(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("redact.URL(%q) = %q, want %q", in, got, want)
@@ -140,7 +141,7 @@ func TestRun_ZeroTurnsOffTheKnobsWhoseHelpSaysSo(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.flag, func(t *testing.T) {
 			t.Parallel()
-			c, _, err := runFlags([]string{tc.flag, "0"}, io.Discard, getenv)
+			c, _, err := runFlags([]string{tc.flag, "0"}, io.Discard, io.Discard, getenv)
 			if err != nil {
 				t.Fatal(err)
 			}

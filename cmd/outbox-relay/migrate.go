@@ -5,24 +5,30 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/migrations"
 )
 
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flagenv.New("migrate", getenv)
-	fs.SetOutput(stderr)
+	fs := newFlags("migrate", getenv)
+	fs.Describe("", "", "Create or upgrade the outbox schema (outbox.events, outbox.deliveries, the SQL functions and\n"+
+		"views, the publication), each version in its own transaction. Safe to run again.")
 	var dbURL string
 	var print bool
 	var downTo int
-	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
-	fs.BoolVar(&print, "print", false, "write the schema SQL to stdout instead of applying it")
-	fs.IntVar(&downTo, "down-to", -1, "revert migrations above this version (0 removes the outbox tables)")
-	if err := fs.Parse(args); err != nil {
+	fs.SecretURL(&dbURL, "database-url", "", "PostgreSQL URL of the database that holds the outbox (required unless --print)")
+	fs.Bool(&print, "print", false, "write the schema SQL to stdout instead of applying it (for teams that apply it themselves)")
+	fs.Int(&downTo, "down-to", -1, "revert migrations above this version (0 removes the outbox tables); -1: none")
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if print {
 		return migrations.Print(stdout)
+	}
+	if dbURL == "" {
+		return flagenv.Usagef("--database-url is required (or OUTBOX_DATABASE_URL)")
 	}
 	conn, err := dial(ctx, dbURL)
 	if err != nil {
@@ -46,5 +52,15 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	} else {
 		fmt.Fprintf(stdout, "applied migrations %v; outbox schema is at version %d\n", applied, migrations.Latest())
 	}
+	warnWalLevel(ctx, conn, stderr)
 	return nil
+}
+
+// warnWalLevel warns when the server cannot stream to the relay yet.
+func warnWalLevel(ctx context.Context, conn *pgx.Conn, stderr io.Writer) {
+	var level string
+	if err := conn.QueryRow(ctx, `SHOW wal_level`).Scan(&level); err == nil && level != "logical" {
+		fmt.Fprintf(stderr, "warning: wal_level is %q: outbox-relay run needs wal_level=logical (set it in postgresql.conf "+
+			"and restart PostgreSQL), or runs only with --mode poll\n", level)
+	}
 }

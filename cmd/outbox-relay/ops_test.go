@@ -117,8 +117,8 @@ func TestHeldAndSkip_MirrorTheSQLOperations(t *testing.T) {
 	if _, errOut, code := run("skip", "00000000-0000-0000-0000-000000000004"); code != 1 || !strings.Contains(errOut, "is SENT") {
 		t.Fatalf("skip of a SENT event: exit %d, %q; want a refusal that names its status", code, errOut)
 	}
-	if _, errOut, code := run("skip", "not-a-uuid"); code != 1 || !strings.Contains(errOut, "not an event id") {
-		t.Fatalf("skip not-a-uuid: exit %d, %q", code, errOut)
+	if _, errOut, code := run("skip", "not-a-uuid"); code != exitUsage || !strings.Contains(errOut, "not an event id") {
+		t.Fatalf("skip not-a-uuid: exit %d, %q; want a usage error (%d)", code, errOut, exitUsage)
 	}
 	if out, _, code := run("skip", "00000000-0000-0000-0000-000000000001"); code != 0 || !strings.Contains(out, "skipped 1 events") {
 		t.Fatalf("skip: %q (exit %d)", out, code)

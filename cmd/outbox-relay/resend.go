@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"regexp"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
@@ -13,37 +12,41 @@ import (
 )
 
 func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flagenv.New("resend", getenv)
-	fs.SetOutput(stderr)
-	var dbURL, topic, eventType, reason, from, to string
-	var failed bool
-	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
-	fs.BoolVar(&failed, "failed", false, "resend every FAILED event matching the filters below")
-	fs.StringVar(&topic, "topic", "", "with --failed: only this topic")
-	fs.StringVar(&eventType, "event-type", "", "with --failed: only this event_type")
-	fs.StringVar(&reason, "reason", "", "with --failed: only this failure_reason")
-	fs.StringVar(&from, "from", "", "with --failed: events created at or after (RFC 3339, or a duration ago such as 2h)")
-	fs.StringVar(&to, "to", "", "with --failed: events created before (RFC 3339, or a duration ago)")
-	// Event ids come after the flags.
-	if err := fs.FlagSet.Parse(args); err != nil {
+	fs := newFlags("resend", getenv)
+	fs.Describe("ID...", "event ids (UUIDs) of the events to resend; or none, with --failed",
+		"Resend events: due now, their attempts reset, whatever their status. With --failed instead of ids,\n"+
+			"every FAILED event matching the filters.")
+	var dbURL, from, to string
+	var t targets
+	databaseFlag(fs, &dbURL)
+	t.register(fs, "resend")
+	fs.String(&from, "from", "", "deprecated (use --since, which bounds when the events failed): with --failed, events created at or after this")
+	fs.String(&to, "to", "", "deprecated (use --until): with --failed, events created before this")
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	ids := fs.Args()
-	if failed == (len(ids) > 0) {
-		return errors.New("give event ids (outbox-relay resend ID...) or --failed with filters, not both or neither")
-	}
-	fromT, toT, err := parseRange(time.Now(), "--from", from, "--to", to)
+	now := time.Now()
+	filter, err := t.check(fs, now)
 	if err != nil {
 		return err
+	}
+	if from != "" || to != "" {
+		fmt.Fprintln(stderr, "warning: --from and --to bound when the events were created and are deprecated; "+
+			"--since and --until bound when they failed, as in `outbox-relay failed`")
+		if filter.CreatedFrom, err = parseWhen("--from", from, now); err != nil {
+			return err
+		}
+		if filter.CreatedTo, err = parseWhen("--to", to, now); err != nil {
+			return err
+		}
 	}
 	st, closeDB, err := connect(ctx, dbURL)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	if failed {
-		n, err := st.ResendFailed(ctx, store.FailedFilter{Topic: topic, EventType: eventType,
-			Reason: strings.ToUpper(reason), Since: fromT, Until: toT})
+	if t.failed {
+		n, err := st.ResendFailed(ctx, filter)
 		if err != nil {
 			return err
 		}
@@ -51,7 +54,7 @@ func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return nil
 	}
 	missing := 0
-	for _, id := range ids {
+	for _, id := range t.ids {
 		ok, err := st.Resend(ctx, id)
 		if err != nil {
 			return err
@@ -61,9 +64,43 @@ func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 			fmt.Fprintf(stderr, "no event %s\n", id)
 		}
 	}
-	fmt.Fprintf(stdout, "resent %d events\n", len(ids)-missing)
+	fmt.Fprintf(stdout, "resent %d events\n", len(t.ids)-missing)
 	if missing > 0 {
-		return fmt.Errorf("%d of %d events do not exist", missing, len(ids))
+		return fmt.Errorf("%d of %d events do not exist", missing, len(t.ids))
 	}
 	return nil
 }
+
+// targets is what resend and skip act on: event ids, or with --failed
+// every FAILED event matching the filters.
+type targets struct {
+	failed bool
+	filter filterFlags
+	ids    []string
+}
+
+func (t *targets) register(fs *flagenv.Set, verb string) {
+	fs.Bool(&t.failed, "failed", false, verb+" every FAILED event matching the filters (instead of event ids)")
+	t.filter.register(fs, "failed")
+}
+
+// check reads the ids after the flags and returns the filter.
+func (t *targets) check(fs *flagenv.Set, now time.Time) (store.FailedFilter, error) {
+	t.ids = fs.Args()
+	switch {
+	case t.failed && len(t.ids) > 0:
+		return store.FailedFilter{}, flagenv.Usagef("give event ids or --failed with filters, not both")
+	case !t.failed && len(t.ids) == 0:
+		return store.FailedFilter{}, flagenv.Usagef("give event ids (%s ID...) or --failed with filters", fs.Name())
+	case !t.failed && t.filter.set():
+		return store.FailedFilter{}, flagenv.Usagef("the filters (--topic, --event-type, --reason, --since, --until) go with --failed, not with event ids")
+	}
+	for _, id := range t.ids {
+		if !uuidText.MatchString(id) {
+			return store.FailedFilter{}, flagenv.Usagef("%q is not an event id (a UUID)", id)
+		}
+	}
+	return t.filter.failed(now)
+}
+
+var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)

@@ -27,37 +27,43 @@ import (
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
+// zeroDefault ends the help of a knob whose 0 means its default.
+const zeroDefault = "; 0: the default"
+
 // runFlags parses the run subcommand's flags and environment into a Config.
-func runFlags(args []string, stderr io.Writer, getenv func(string) string) (relay.Config, runOpts, error) {
-	fs := flagenv.New("run", getenv)
-	fs.SetOutput(stderr)
+func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) string) (relay.Config, runOpts, error) {
+	fs := flagenv.New("outbox-relay run", getenv)
+	fs.Describe("", "", "Stream outbox.events inserts from a logical replication slot to Kafka and record each delivery in\n"+
+		"outbox.deliveries; a poller retries failures, takes back rows of relays that died, and delivers what the\n"+
+		"stream missed. Runs until SIGTERM or SIGINT (a second signal exits at once).")
 	var c relay.Config
 	k := &c.Kafka
 	var o runOpts
-	fs.String(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (the role needs REPLICATION)")
+	fs.SecretURL(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (the role needs REPLICATION)")
+	fs.Required("database-url", "kafka-brokers")
 	fs.String(&c.Slot, "slot", cdc.SlotDefault, "logical replication slot, created if missing")
 	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events, created if missing")
-	fs.Duration(&c.StatusInterval, "status-interval", cdc.StatusIntervalDefault, "how often the slot's confirmed position is reported")
-	fs.Duration(&c.ReplicationTimeout, "replication-timeout", relay.ReplicationTimeoutDefault, "when nothing arrives on the replication connection for this long (a reply is asked for after a quarter of it), reconnect; also the TCP user timeout of every PostgreSQL connection, and how long /readyz tolerates a silent or stalled stream")
-	fs.Duration(&c.StatementTimeout, "statement-timeout", relay.StatementTimeoutDefault, "longest any one statement of the relay may take; one that runs out is retried on a fresh connection")
+	fs.Duration(&c.StatusInterval, "status-interval", cdc.StatusIntervalDefault, "how often the slot's confirmed position is reported"+zeroDefault)
+	fs.Duration(&c.ReplicationTimeout, "replication-timeout", relay.ReplicationTimeoutDefault, "when nothing arrives on the replication connection for this long (a reply is asked for after a quarter of it), reconnect; also the TCP user timeout of every PostgreSQL connection, and how long /readyz tolerates a silent or stalled stream"+zeroDefault)
+	fs.Duration(&c.StatementTimeout, "statement-timeout", relay.StatementTimeoutDefault, "longest any one statement of the relay may take; one that runs out is retried on a fresh connection"+zeroDefault)
 	fs.Duration(&c.StatusLinger, "status-linger", relay.StatusLingerDefault, "how long delivered events wait for others to share one status statement (Kafka is not delayed; 0: none)")
-	fs.Int(&c.BatchSize, "batch-size", relay.BatchSizeDefault, "events per Kafka hand-off and per status statement")
-	fs.Int(&c.MaxInFlight, "max-in-flight", relay.MaxInFlightDefault, "events read from the slot without a status row yet, at most")
-	fs.Int(&c.MaxInFlightBytes, "max-in-flight-bytes", relay.MaxInFlightBytesDefault, "bytes of such events, at most")
-	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", relay.ShutdownTimeoutDefault, "how long a graceful stop may take to drain")
+	fs.Int(&c.BatchSize, "batch-size", relay.BatchSizeDefault, "events per Kafka hand-off and per status statement"+zeroDefault)
+	fs.Int(&c.MaxInFlight, "max-in-flight", relay.MaxInFlightDefault, "events read from the slot without a status row yet, at most"+zeroDefault)
+	fs.Int(&c.MaxInFlightBytes, "max-in-flight-bytes", relay.MaxInFlightBytesDefault, "bytes of such events, at most"+zeroDefault)
+	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", relay.ShutdownTimeoutDefault, "how long a graceful stop may take to drain"+zeroDefault)
 	fs.List(&k.Brokers, "kafka-brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
 	fs.String(&k.Version, "kafka-version", kafka.VersionDefault, "Kafka protocol version the cluster speaks (2.8.0 or newer)")
 	fs.String(&k.ClientID, "kafka-client-id", kafka.ClientIDDefault, "Kafka client id")
-	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", kafka.MaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE")
+	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", kafka.MaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE"+zeroDefault)
 	fs.String(&k.Compression, "kafka-compression", kafka.CompressionDefault, "none, gzip, snappy, lz4 or zstd")
-	fs.Duration(&k.Linger, "kafka-linger", 0, "how long the producer waits to fill a batch")
-	fs.Int(&k.MetadataRetries, "kafka-metadata-retries", kafka.MetadataRetriesDefault, "metadata refresh attempts per lookup")
-	fs.Duration(&k.DialTimeout, "kafka-dial-timeout", kafka.DialTimeoutDefault, "broker connection timeout")
-	fs.Duration(&k.RequestTimeout, "kafka-request-timeout", kafka.RequestTimeoutDefault, "produce request timeout")
+	fs.Duration(&k.Linger, "kafka-linger", 0, "how long the producer waits to fill a batch; 0: it sends at once")
+	fs.Int(&k.MetadataRetries, "kafka-metadata-retries", kafka.MetadataRetriesDefault, "metadata refresh attempts per lookup"+zeroDefault)
+	fs.Duration(&k.DialTimeout, "kafka-dial-timeout", kafka.DialTimeoutDefault, "broker connection timeout"+zeroDefault)
+	fs.Duration(&k.RequestTimeout, "kafka-request-timeout", kafka.RequestTimeoutDefault, "produce request timeout"+zeroDefault)
 	fs.String(&k.Partitioner, "kafka-partitioner", kafka.PartitionerDefault, "partition of a keyed event: murmur2 (the Java client's, Kafka Streams') or fnv1a (sarama's; outbox-relay's placement before murmur2)")
 	fs.String(&k.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: empty (none), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	fs.String(&k.SASLUser, "kafka-sasl-user", "", "SASL user")
-	fs.String(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
+	fs.Secret(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
 	fs.Bool(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
 	fs.String(&k.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of CAs to trust for Kafka TLS (implies --kafka-tls)")
 	fs.Bool(&k.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "do not verify the broker's certificate")
@@ -67,18 +73,18 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.Bool(&c.SlotFailover, "slot-failover", false, "create the slot with FAILOVER so that it survives a failover to a standby (PostgreSQL 17 and newer)")
 	fs.String(&c.OnInvalidSlot, "on-invalid-slot", relay.InvalidSlotRecreate, "when PostgreSQL invalidates the slot: recreate (drop it, create it again and backfill) or exit (code 2, for a person to decide)")
 	pc := &c.Poll
-	fs.Duration(&pc.Interval, "poll-interval", relay.PollIntervalDefault, "poller: wait between polls when idle")
-	fs.Int(&pc.BatchSize, "poll-batch-size", relay.PollBatchSizeDefault, "poller: rows per claim, recovery or sweep statement")
-	fs.Duration(&pc.StuckThreshold, "stuck-threshold", relay.StuckThresholdDefault, "poller: PROCESSING rows locked longer than this are taken back (an attempt)")
+	fs.Duration(&pc.Interval, "poll-interval", relay.PollIntervalDefault, "poller: wait between polls when idle"+zeroDefault)
+	fs.Int(&pc.BatchSize, "poll-batch-size", relay.PollBatchSizeDefault, "poller: rows per claim, recovery or sweep statement"+zeroDefault)
+	fs.Duration(&pc.StuckThreshold, "stuck-threshold", relay.StuckThresholdDefault, "poller: PROCESSING rows locked longer than this are taken back (an attempt)"+zeroDefault)
 	fs.Duration(&pc.GapGrace, "gap-grace", 0, "poller: events without a status row older than this are delivered by the gap sweep (default 5m with --mode=stream, 0 with --mode=poll)")
-	fs.Duration(&pc.GapRecheck, "gap-recheck", relay.GapRecheckDefault, "poller: when longer than --gap-grace (poll mode), a second sweep pass trails this far behind, for events whose created_at is older than their commit")
-	fs.Duration(&pc.GapLookback, "gap-lookback", relay.GapLookbackDefault, "poller: how far back the first gap sweep after start looks")
+	fs.Duration(&pc.GapRecheck, "gap-recheck", relay.GapRecheckDefault, "poller: when longer than --gap-grace (poll mode), a second sweep pass trails this far behind, for events whose created_at is older than their commit"+zeroDefault)
+	fs.Duration(&pc.GapLookback, "gap-lookback", relay.GapLookbackDefault, "poller: how far back the first gap sweep after start looks"+zeroDefault)
 	fs.String(&pc.InstanceID, "instance-id", "", "poller: name written to locked_by (default host-pid)")
 	rp := &c.Retry
 	fs.String(&rp.Kind, "retry-policy", retry.KindDefault, "exponential or fixed")
-	fs.Duration(&rp.Delay, "retry-delay", retry.DelayDefault, "wait after the first failed attempt (exponential) or each one (fixed)")
-	fs.Duration(&rp.MaxDelay, "retry-max-delay", retry.MaxDelayDefault, "longest exponential wait")
-	fs.Int(&rp.MaxAttempts, "retry-max-attempts", retry.MaxAttemptsDefault, "failed attempts before FAILED with RETRIES_EXHAUSTED (an event may set max_attempts)")
+	fs.Duration(&rp.Delay, "retry-delay", retry.DelayDefault, "wait after the first failed attempt (exponential) or each one (fixed)"+zeroDefault)
+	fs.Duration(&rp.MaxDelay, "retry-max-delay", retry.MaxDelayDefault, "longest exponential wait"+zeroDefault)
+	fs.Int(&rp.MaxAttempts, "retry-max-attempts", retry.MaxAttemptsDefault, "failed attempts before FAILED with RETRIES_EXHAUSTED (an event may set max_attempts)"+zeroDefault)
 	fs.String(&rp.Jitter, "retry-jitter", retry.JitterDefault, "none, proportional (±10%), full or decorrelated")
 	fs.String(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.String(&o.logFormat, "log-format", "json", "json or console")
@@ -89,7 +95,7 @@ func runFlags(args []string, stderr io.Writer, getenv func(string) string) (rela
 	fs.Duration(&c.SpillAfter, "spill-after", relay.SpillAfterDefault, "once Kafka has been unavailable this long, queue events as PENDING rows instead of holding them (so PostgreSQL can recycle WAL); 0 never spills")
 	fs.String(&c.FailedKeyPolicy, "failed-key-policy", relay.FailedKeyContinue, "continue (a FAILED or retrying event lets later events of its key go out) or hold (they queue behind it until it is SENT or SKIPPED)")
 	fs.Duration(&c.Retention, "retention", relay.RetentionDefault, "delete SENT events older than this with their delivery rows (one relay at a time); 0 keeps everything")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return c, o, err
 	}
 	// A 0 turns these off (keep everything, never spill, no linger), which
@@ -117,29 +123,29 @@ type runOpts struct {
 // targets (docs/performance.md): a choice for the operator.
 const gcPercentDefault = 100
 
-func runCmd(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
-	cfg, o, err := runFlags(args, stderr, getenv)
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	cfg, o, err := runFlags(args, stdout, stderr, getenv)
 	if err != nil {
 		return err
 	}
 	log, err := newLogger(o.logLevel, o.logFormat, stderr)
 	if err != nil {
-		return err
+		return flagenv.Usage(err)
 	}
 	defer log.Sync() //nolint:errcheck // best effort on exit
 	cfg.Logger = log
 	if err := cfg.Validate(); err != nil {
-		return err
+		return flagenv.Usage(err) // each names the flag to fix
 	}
 	switch {
 	case o.maxProcs < 0:
-		return errors.New("--max-procs must not be negative")
+		return flagenv.Usagef("--max-procs must not be negative")
 	case o.maxProcs > 0:
 		runtime.GOMAXPROCS(o.maxProcs)
 	}
 	switch {
 	case o.gcPercent < 1:
-		return errors.New("--gc-percent must be at least 1")
+		return flagenv.Usagef("--gc-percent must be at least 1")
 	case o.gcPercent != gcPercentDefault || getenv("GOGC") == "":
 		debug.SetGCPercent(o.gcPercent)
 	}

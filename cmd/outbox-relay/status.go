@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
@@ -40,13 +40,15 @@ type relayState struct {
 }
 
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := flagenv.New("status", getenv)
-	fs.SetOutput(stderr)
+	fs := newFlags("status", getenv)
+	fs.Describe("", "", "Replication slots and their lag, events by topic and status, FAILED events by reason; with\n"+
+		"--metrics-url, a running relay's role and Kafka circuit breaker.")
+	fs.Legacy("metrics-url", "format")
 	var dbURL, metricsURL, format string
-	fs.String(&dbURL, "database-url", "", "PostgreSQL URL")
-	fs.String(&metricsURL, "metrics-url", "", "a running relay's metrics, such as http://relay-1:9677/metrics: adds its role and breaker state")
+	databaseFlag(fs, &dbURL)
+	fs.SecretURL(&metricsURL, "metrics-url", "", "a running relay's metrics, such as http://relay-1:9677/metrics: adds its role and breaker state")
 	fs.String(&format, "format", "table", "table or json")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if err := checkFormat(format); err != nil {
@@ -57,9 +59,6 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return err
 	}
 	defer closeDB()
-	if _, err := st.SchemaVersion(ctx); err != nil {
-		return fmt.Errorf("%w; run `outbox-relay migrate` first", err)
-	}
 	o, err := st.Overview(ctx)
 	if err != nil {
 		return err
@@ -124,7 +123,7 @@ func bytesText(n int64) string {
 
 // scrapeRelay reads a relay's role and breaker state from its metrics.
 func scrapeRelay(ctx context.Context, url string) *relayState {
-	rs := &relayState{URL: url}
+	rs := &relayState{URL: redact.URL(url)}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

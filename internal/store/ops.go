@@ -19,9 +19,11 @@ var (
 // FailedFilter selects FAILED events; zero fields match anything.
 type FailedFilter struct {
 	Topic, EventType, Reason string
-	// Since and Until bound failed_at (for FailedPage and CountFailed) or
-	// the event's created_at (for ResendFailed).
+	// Since and Until bound when the events failed (failed_at).
 	Since, Until *time.Time
+	// CreatedFrom and CreatedTo bound the events' created_at (ResendFailed
+	// only: resend's --from and --to of earlier releases).
+	CreatedFrom, CreatedTo *time.Time
 }
 
 func (f FailedFilter) args() []any {
@@ -75,15 +77,26 @@ func (s *Store) Resend(ctx context.Context, eventID string) (ok bool, err error)
 	return ok, nil
 }
 
-// ResendFailed resends every FAILED event matching f (Since and Until bound
-// the event's created_at), through outbox.resend_failed, and returns how
-// many.
+// ResendFailed resends every FAILED event matching f, through
+// outbox.resend_failed, and returns how many.
 func (s *Store) ResendFailed(ctx context.Context, f FailedFilter) (int64, error) {
 	var n int64
-	err := s.db.QueryRow(ctx, `SELECT outbox.resend_failed($1, $2, $3, $4, $5)`,
-		nullable(f.Topic), nullable(f.EventType), f.Since, f.Until, nullable(f.Reason)).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT outbox.resend_failed($1, $2, $3, $4, $5, $6, $7)`,
+		nullable(f.Topic), nullable(f.EventType), f.CreatedFrom, f.CreatedTo, nullable(f.Reason), f.Since, f.Until).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("resending failed events: %w", err)
+	}
+	return n, nil
+}
+
+// SkipFailed gives up on every FAILED event matching f (SKIPPED), through
+// outbox.skip_failed, and returns how many.
+func (s *Store) SkipFailed(ctx context.Context, f FailedFilter) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT outbox.skip_failed($1, $2, $3, $4, $5)`,
+		nullable(f.Topic), nullable(f.EventType), nullable(f.Reason), f.Since, f.Until).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("skipping failed events: %w", err)
 	}
 	return n, nil
 }

@@ -36,15 +36,25 @@ func TryRetentionLock(ctx context.Context, db DB) (bool, error) {
 	return ok, nil
 }
 
-// Purge deletes up to batch events older than olderThan with their
-// delivery rows, through outbox.purge: status is SENT, FAILED or SKIPPED, topic ""
-// for any. It returns how many it deleted.
-func (s *Store) Purge(ctx context.Context, olderThan time.Duration, status string, batch int, topic string) (int64, error) {
+// PurgeFilter selects the events Purge deletes: status (SENT, FAILED or
+// SKIPPED) and created longer than OlderThan ago; zero filters match
+// anything (Reason: failure_reason; Since and Until bound created_at).
+type PurgeFilter struct {
+	OlderThan                time.Duration
+	Status                   string
+	Topic, EventType, Reason string
+	Since, Until             *time.Time
+}
+
+// Purge deletes up to batch events matching f, with their status rows,
+// through outbox.purge, and returns how many.
+func (s *Store) Purge(ctx context.Context, f PurgeFilter, batch int) (int64, error) {
 	var n int64
-	err := s.db.QueryRow(ctx, `SELECT outbox.purge(make_interval(secs => $1), $2, $3, $4)`,
-		olderThan.Seconds(), status, batch, nullable(topic)).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT outbox.purge(make_interval(secs => $1), $2, $3, $4, $5, $6, $7, $8)`,
+		f.OlderThan.Seconds(), f.Status, batch, nullable(f.Topic), nullable(f.EventType), nullable(f.Reason),
+		f.Since, f.Until).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("purging %s events older than %s: %w", status, olderThan, err)
+		return 0, fmt.Errorf("purging %s events older than %s: %w", f.Status, f.OlderThan, err)
 	}
 	return n, nil
 }

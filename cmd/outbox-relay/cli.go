@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// Exit codes: see usage.
+const (
+	exitError = 1
+	exitSetup = 2
+	exitUsage = 64 // EX_USAGE
+)
+
+// newFlags returns the flag set of an operator command: its flags read
+// OUTBOX_<COMMAND>_<FLAG>, --database-url reads OUTBOX_DATABASE_URL.
+func newFlags(name string, getenv func(string) string) *flagenv.Set {
+	fs := flagenv.NewCommand("outbox-relay "+name, getenv)
+	fs.Shared("database-url")
+	return fs
+}
+
+// databaseFlag defines --database-url, required.
+func databaseFlag(fs *flagenv.Set, p *string) {
+	fs.SecretURL(p, "database-url", "", "PostgreSQL URL of the database that holds the outbox")
+	fs.Required("database-url")
+}
+
+// parse parses args; for --help it writes the command's help to stdout and
+// returns flag.ErrHelp. Warnings (an old variable name) go to stderr.
+func parse(fs *flagenv.Set, args []string, stdout, stderr io.Writer) error {
+	err := fs.Parse(args)
+	for _, w := range fs.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Help(stdout)
+	}
+	return err
+}
+
+// filterFlags are the filters the failed, resend, skip and purge commands
+// share.
+type filterFlags struct {
+	topic, eventType, reason, since, until string
+}
+
+// register defines the filters; when is what --since and --until bound.
+func (f *filterFlags) register(fs *flagenv.Set, when string) {
+	fs.String(&f.topic, "topic", "", "only events of this topic")
+	fs.String(&f.eventType, "event-type", "", "only events of this event_type")
+	fs.String(&f.reason, "reason", "", "only events with this failure_reason (INVALID_TOPIC, MESSAGE_TOO_LARGE, RETRIES_EXHAUSTED, ...)")
+	fs.String(&f.since, "since", "", "only events "+when+" at or after this: an RFC 3339 time, or a duration ago such as 2h or 7d")
+	fs.String(&f.until, "until", "", "only events "+when+" before this: an RFC 3339 time, or a duration ago such as 30m or 1d")
+}
+
+// set reports whether any filter is given.
+func (f *filterFlags) set() bool {
+	return f.topic != "" || f.eventType != "" || f.reason != "" || f.since != "" || f.until != ""
+}
+
+// failed returns the store's filter of FAILED events.
+func (f *filterFlags) failed(now time.Time) (store.FailedFilter, error) {
+	since, until, err := f.times(now)
+	return store.FailedFilter{Topic: f.topic, EventType: f.eventType, Reason: strings.ToUpper(f.reason),
+		Since: since, Until: until}, err
+}
+
+func (f *filterFlags) times(now time.Time) (since, until *time.Time, err error) {
+	if since, err = parseWhen("--since", f.since, now); err != nil {
+		return nil, nil, err
+	}
+	until, err = parseWhen("--until", f.until, now)
+	return since, until, err
+}
+
+// parseWhen reads a time flag: an RFC 3339 time, or a duration ago.
+func parseWhen(flag, v string, now time.Time) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return &t, nil
+	}
+	if d, err := flagenv.ParseDuration(v); err == nil {
+		t := now.Add(-d)
+		return &t, nil
+	}
+	return nil, flagenv.Usagef("%s: %q is neither an RFC 3339 time nor a duration ago such as 2h or 7d", flag, v)
+}
+
+// connect opens a store on one connection to a database whose outbox
+// schema is this release's; close it with the returned func.
+func connect(ctx context.Context, dbURL string) (*store.Store, func(), error) {
+	conn, err := dial(ctx, dbURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := store.New(conn)
+	closeDB := func() { conn.Close(context.WithoutCancel(ctx)) }
+	if err := checkSchema(ctx, st); err != nil {
+		closeDB()
+		return nil, nil, err
+	}
+	return st, closeDB, nil
+}
+
+// dial connects to dbURL.
+func dial(ctx context.Context, dbURL string) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
+	}
+	return conn, nil
+}
+
+// checkSchema fails, saying to run migrate, unless the database's outbox
+// schema is this release's.
+func checkSchema(ctx context.Context, st *store.Store) error {
+	v, err := st.SchemaVersion(ctx)
+	if err != nil && !errors.Is(err, store.ErrNoSchema) {
+		return err
+	}
+	return relay.CheckSchemaVersion(v)
+}
