@@ -10,7 +10,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -27,33 +30,75 @@ import (
 const usage = `kafka-dev: a DEVELOPMENT Kafka-protocol broker (in memory; not for production)
 
 Usage:
-  kafka-dev serve   [--port 9092] [--topics name[:partitions],...] [--data-dir DIR]
-  kafka-dev consume --brokers host:port --topic NAME [--count N] [--timeout 10s]
+  kafka-dev serve          [--port 9092] [--topics name[:partitions],...] [--data-dir DIR] [--auto-create]
+  kafka-dev topics create  [--brokers host:port] --topic NAME [--partitions N]
+  kafka-dev consume        [--brokers host:port] --topic NAME [--count N] [--timeout 10s]
+
+Run 'kafka-dev <command> --help' for a command's flags. Exit codes: 0 done,
+1 error, 64 usage error.
 `
 
-func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+const exitUsage = 64
+
+func main() { os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func runMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
 	}
 	var err error
-	switch os.Args[1] {
+	name := args[0]
+	switch name {
 	case "serve":
-		err = serve(os.Args[2:])
+		err = serve(args[1:], stdout, stderr)
 	case "consume":
-		err = consume(os.Args[2:])
+		err = consume(args[1:], stdout, stderr)
+	case "topics":
+		if len(args) == 2 && strings.Contains(args[1], "help") {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		if len(args) < 2 || args[1] != "create" {
+			err = flagenv.Usagef("topics takes one command: create")
+			break
+		}
+		name = "topics create"
+		err = createTopic(args[2:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	default:
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+		msg := fmt.Sprintf("kafka-dev: unknown command %q", name)
+		if close := flagenv.Closest(name, []string{"serve", "consume", "topics"}); close != "" {
+			msg += fmt.Sprintf("; did you mean %q?", close)
+		}
+		fmt.Fprintf(stderr, "%s\nRun 'kafka-dev --help' for the commands.\n", msg)
+		return exitUsage
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kafka-dev %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case flagenv.IsUsage(err):
+		fmt.Fprintf(stderr, "kafka-dev %s: %v\nRun 'kafka-dev %s --help' for usage.\n", name, err, name)
+		return exitUsage
 	}
+	fmt.Fprintf(stderr, "kafka-dev %s: %v\n", name, err)
+	return 1
 }
 
-func serve(args []string) error {
-	fs := flagenv.New("serve", nil)
+// parse parses args, writing help to stdout for --help.
+func parse(fs *flagenv.Set, args []string, stdout io.Writer) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Help(stdout)
+	}
+	return err
+}
+
+func serve(args []string, stdout, stderr io.Writer) error {
+	fs := flagenv.New("kafka-dev serve", nil)
+	fs.Describe("", "", "Serve an in-memory Kafka-protocol broker on 127.0.0.1 until SIGTERM or SIGINT. DEVELOPMENT only.")
 	var port, partitions, maxBytes int
 	var topics []string
 	var dataDir string
@@ -62,7 +107,7 @@ func serve(args []string) error {
 	fs.List(&topics, "dev-kafka-topics", "", "topics to create, name[:partitions], comma-separated")
 	fs.Int(&partitions, "dev-kafka-partitions", 3, "partitions of a topic listed without a count")
 	fs.String(&dataDir, "dev-kafka-data-dir", "", "keep data in this directory across restarts (default: memory only)")
-	fs.Bool(&autoCreate, "dev-kafka-auto-create", false, "create topics on first produce, like auto.create.topics.enable")
+	fs.Bool(&autoCreate, "dev-kafka-auto-create", false, "create topics on first produce, like auto.create.topics.enable (off: a missing topic fails its event INVALID_TOPIC, as on most clusters)")
 	fs.Int(&maxBytes, "dev-kafka-message-max-bytes", 1048588, "broker message.max.bytes")
 	var brokerConfigs []string
 	fs.List(&brokerConfigs, "dev-kafka-broker-config", "", "more broker configs, key=value, comma-separated (such as log.message.timestamp.type=LogAppendTime)")
@@ -74,14 +119,15 @@ func serve(args []string) error {
 	fs.IntVar(&port, "port", port, "alias of --dev-kafka-port")
 	fs.Func("topics", "alias of --dev-kafka-topics", func(v string) error { topics = strings.Split(v, ","); return nil })
 	fs.StringVar(&dataDir, "data-dir", dataDir, "alias of --dev-kafka-data-dir")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&autoCreate, "auto-create", autoCreate, "alias of --dev-kafka-auto-create")
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	configs := map[string]string{"message.max.bytes": strconv.Itoa(maxBytes)}
 	for _, kv := range brokerConfigs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return fmt.Errorf("--broker-config: %q is not key=value", kv)
+			return flagenv.Usagef("--broker-config: %q is not key=value", kv)
 		}
 		configs[k] = v
 	}
@@ -104,7 +150,7 @@ func serve(args []string) error {
 		return fmt.Errorf("starting broker: %w", err)
 	}
 	defer c.Close()
-	fmt.Fprintf(os.Stderr, "kafka-dev: DEVELOPMENT broker listening on %s (topics: %s); not for production\n",
+	fmt.Fprintf(stderr, "kafka-dev: DEVELOPMENT broker listening on %s (topics: %s); not for production\n",
 		strings.Join(c.ListenAddrs(), ","), strings.Join(topics, ","))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -115,14 +161,14 @@ func serve(args []string) error {
 func topicSpec(s string, def int) (string, int, error) {
 	name, count, found := strings.Cut(strings.TrimSpace(s), ":")
 	if name == "" {
-		return "", 0, fmt.Errorf("--topics: empty topic name in %q", s)
+		return "", 0, flagenv.Usagef("--topics: empty topic name in %q", s)
 	}
 	if !found {
 		return name, def, nil
 	}
 	n, err := strconv.Atoi(count)
 	if err != nil || n < 1 {
-		return "", 0, fmt.Errorf("--topics: %q: partitions must be a positive number", s)
+		return "", 0, flagenv.Usagef("--topics: %q: partitions must be a positive number", s)
 	}
 	return name, n, nil
 }
@@ -138,22 +184,22 @@ type record struct {
 	Timestamp time.Time         `json:"timestamp"`
 }
 
-func consume(args []string) error {
-	fs := flagenv.New("consume", nil)
+func consume(args []string, stdout, _ io.Writer) error {
+	fs := flagenv.NewCommand("kafka-dev consume", nil)
+	fs.Shared("kafka-brokers")
+	fs.Describe("", "", "Print a topic's records from the start, one JSON object per line.")
 	var brokers []string
 	var topic string
 	var count int
 	var timeout time.Duration
 	fs.List(&brokers, "kafka-brokers", "127.0.0.1:9092", "brokers")
 	fs.Func("brokers", "alias of --kafka-brokers", func(v string) error { brokers = strings.Split(v, ","); return nil })
-	fs.StringVar(&topic, "topic", "", "topic to read from the start")
-	fs.IntVar(&count, "count", 0, "stop after this many records (0: until --timeout)")
-	fs.DurationVar(&timeout, "timeout", 10*time.Second, "stop after this long")
-	if err := fs.Parse(args); err != nil {
+	fs.String(&topic, "topic", "", "topic to read from the start")
+	fs.Required("topic")
+	fs.Int(&count, "count", 0, "stop after this many records (0: until --timeout)")
+	fs.Duration(&timeout, "timeout", 10*time.Second, "stop after this long")
+	if err := parse(fs, args, stdout); err != nil {
 		return err
-	}
-	if topic == "" {
-		return errors.New("--topic is required")
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -163,7 +209,7 @@ func consume(args []string) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(stdout)
 	seen := 0
 	for count == 0 || seen < count {
 		fetches := cl.PollFetches(ctx)
@@ -192,5 +238,43 @@ func consume(args []string) error {
 	if count > 0 && seen < count {
 		return fmt.Errorf("read %d of %d records from %s before the %s timeout", seen, count, topic, timeout)
 	}
+	return nil
+}
+
+// createTopic creates a topic on a running broker (CreateTopics, as any
+// Kafka admin client does).
+func createTopic(args []string, stdout, _ io.Writer) error {
+	fs := flagenv.NewCommand("kafka-dev topics create", nil)
+	fs.Shared("kafka-brokers")
+	fs.Describe("", "", "Create a topic on a running broker (kafka-dev serve, or any Kafka cluster).")
+	var brokers []string
+	var topic string
+	var partitions int
+	fs.List(&brokers, "kafka-brokers", "127.0.0.1:9092", "brokers")
+	fs.Func("brokers", "alias of --kafka-brokers", func(v string) error { brokers = strings.Split(v, ","); return nil })
+	fs.String(&topic, "topic", "", "name of the topic to create")
+	fs.Required("topic")
+	fs.Int(&partitions, "partitions", 3, "partitions of the topic")
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if partitions < 1 {
+		return flagenv.Usagef("--partitions must be at least 1")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	fmt.Fprintf(stdout, "created topic %s with %d partitions\n", topic, partitions)
 	return nil
 }

@@ -34,6 +34,7 @@ type Set struct {
 	argsHelp string
 	about    string
 	fromEnv  map[string]string // flag name -> the variable that set it
+	withEnv  map[string]bool   // flags that read a variable (an alias may not)
 	errs     []error
 	warnings []string
 }
@@ -50,8 +51,8 @@ func New(cmd string, getenv func(string) string) *Set {
 // OUTBOX_PURGE_TOPIC), so that a deployment's variables for one command
 // never reach another; flags marked Shared read OUTBOX_<FLAG>.
 func NewCommand(cmd string, getenv func(string) string) *Set {
-	name := cmd[strings.LastIndex(cmd, " ")+1:]
-	return newSet(cmd, "OUTBOX_"+envWord(name)+"_", getenv)
+	_, name, _ := strings.Cut(cmd, " ") // "purge" of "outbox-relay purge"
+	return newSet(cmd, "OUTBOX_"+envWord(strings.ReplaceAll(name, " ", "_"))+"_", getenv)
 }
 
 func newSet(cmd, prefix string, getenv func(string) string) *Set {
@@ -59,7 +60,7 @@ func newSet(cmd, prefix string, getenv func(string) string) *Set {
 		getenv = os.Getenv
 	}
 	s := &Set{FlagSet: flag.NewFlagSet(cmd, flag.ContinueOnError), cmd: cmd, getenv: getenv, prefix: prefix,
-		shared: map[string]bool{}, legacy: map[string]bool{}, fromEnv: map[string]string{}}
+		shared: map[string]bool{}, legacy: map[string]bool{}, fromEnv: map[string]string{}, withEnv: map[string]bool{}}
 	s.FlagSet.SetOutput(io.Discard) // errors and help are written by Parse's caller and Help
 	s.FlagSet.Usage = func() {}
 	return s
@@ -111,6 +112,7 @@ func (s *Set) Required(names ...string) { s.required = append(s.required, names.
 func (s *Set) Warnings() []string { return s.warnings }
 
 func (s *Set) env(name string) (string, bool) {
+	s.withEnv[name] = true
 	if v := s.getenv(s.Env(name)); v != "" {
 		s.fromEnv[name] = s.Env(name)
 		return v, true
@@ -358,7 +360,7 @@ func (s *Set) Help(w io.Writer) {
 	if s.args != "" {
 		fmt.Fprintf(w, "\nArguments:\n  %s\n        %s\n", s.args, s.argsHelp)
 	}
-	fmt.Fprintf(w, "\nFlags (each can also be set by the environment variable shown):\n")
+	fmt.Fprintf(w, "\nFlags (and the environment variable that sets each):\n")
 	s.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
 		switch f.Value.(type) {
@@ -367,6 +369,9 @@ func (s *Set) Help(w io.Writer) {
 		case *listValue:
 			kind = "list"
 		case secretValue:
+			kind = "string"
+		}
+		if kind == "value" {
 			kind = "string"
 		}
 		line := "  --" + f.Name
@@ -382,8 +387,12 @@ func (s *Set) Help(w io.Writer) {
 		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
 			notes = append(notes, fmt.Sprintf("default %s", f.DefValue))
 		}
-		notes = append(notes, s.Env(f.Name))
-		fmt.Fprintf(w, "        [%s]\n", strings.Join(notes, "; "))
+		if s.withEnv[f.Name] {
+			notes = append(notes, s.Env(f.Name))
+		}
+		if len(notes) > 0 {
+			fmt.Fprintf(w, "        [%s]\n", strings.Join(notes, "; "))
+		}
 	})
 }
 
