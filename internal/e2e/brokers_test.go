@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"testing"
@@ -80,5 +81,31 @@ func TestWrongBroker_SIGTERMIsObeyedWithinTheShutdownTimeout(t *testing.T) {
 				t.Errorf("took %s to obey SIGTERM; want at most --shutdown-timeout (%s) plus a second", took, shutdownTimeout)
 			}
 		})
+	}
+}
+
+// SIGTERM is obeyed within --shutdown-timeout plus a second while every
+// connection to PostgreSQL hangs, events in flight included.
+func TestStop_SIGTERMIsObeyedWhilePostgresIsFrozen(t *testing.T) {
+	t.Parallel()
+	const shutdownTimeout = 2 * time.Second
+	e := newEnv(t, "orders")
+	proxy, proxied := pgtest.NewProxy(t, e.dbURL)
+	e.dbURL = proxied
+	p := e.relay(t, "--shutdown-timeout", shutdownTimeout.String())
+	if _, err := e.pool.Exec(context.Background(), `INSERT INTO outbox.events (topic, key, payload)
+		SELECT 'orders', 'k' || s, '{}' FROM generate_series(1, 100) s`); err != nil {
+		t.Fatal(err)
+	}
+	if n := proxy.Freeze(); n == 0 {
+		t.Fatal("no connection to freeze")
+	}
+	start := time.Now()
+	p.signal(t, syscall.SIGTERM)
+	code := p.wait(t, time.Minute)
+	took := time.Since(start)
+	report(t, "stopped %s after SIGTERM with postgres frozen (--shutdown-timeout %s), exit %d", took.Round(time.Millisecond), shutdownTimeout, code)
+	if took > shutdownTimeout+time.Second {
+		t.Errorf("took %s to obey SIGTERM; want at most --shutdown-timeout (%s) plus a second", took, shutdownTimeout)
 	}
 }
