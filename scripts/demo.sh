@@ -62,10 +62,20 @@ VALUES ('orders', 'carol', '{"order_id": 1003}', '{"retries": 3}');
 
 INSERT INTO outbox.events (topic, key, payload, event_type)
 VALUES ('orders', 'alice', '{"order_id": 1001, "status": "shipped"}', 'order.shipped');
+
+-- an event for a topic that does not exist yet: FAILED INVALID_TOPIC, resent below
+INSERT INTO outbox.events (topic, key, payload, event_type)
+VALUES ('invoices', 'alice', '{"order_id": 1001, "invoice": 1}', 'invoice.issued');
 SQL
 
 wait_for "delivery statuses" 30 bash -c \
-  "[ \"\$(psql -XAtq \"$DATABASE_URL\" -c \"SELECT count(*) FROM outbox.deliveries\")\" = 5 ]"
+  "[ \"\$(psql -XAtq \"$DATABASE_URL\" -c \"SELECT count(*) FROM outbox.deliveries\")\" = 6 ]"
+
+log "the invoices topic did not exist: create it on the running broker, then resend what failed for it"
+"$WORK/outbox-relay" failed --reason INVALID_TOPIC
+"$WORK/kafka-dev" topics create --brokers "$OUTBOX_KAFKA_BROKERS" --topic invoices --partitions 1
+"$WORK/outbox-relay" resend --failed --reason INVALID_TOPIC
+"$WORK/kafka-dev" consume --brokers "$OUTBOX_KAFKA_BROKERS" --topic invoices --count 1 --timeout 15s
 
 log "read back from Kafka (kafka-dev consume)"
 "$WORK/kafka-dev" consume --brokers "$OUTBOX_KAFKA_BROKERS" --topic orders --count 3 --timeout 15s

@@ -38,14 +38,12 @@ Run 'kafka-dev <command> --help' for a command's flags. Exit codes: 0 done,
 1 error, 64 usage error.
 `
 
-const exitUsage = 64
-
 func main() { os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func runMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return exitUsage
+		return flagenv.ExitUsage
 	}
 	var err error
 	name := args[0]
@@ -74,17 +72,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			msg += fmt.Sprintf("; did you mean %q?", close)
 		}
 		fmt.Fprintf(stderr, "%s\nRun 'kafka-dev --help' for the commands.\n", msg)
-		return exitUsage
+		return flagenv.ExitUsage
 	}
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case flagenv.IsUsage(err):
-		fmt.Fprintf(stderr, "kafka-dev %s: %v\nRun 'kafka-dev %s --help' for usage.\n", name, err, name)
-		return exitUsage
-	}
-	fmt.Fprintf(stderr, "kafka-dev %s: %v\n", name, err)
-	return 1
+	return flagenv.Report(stderr, "kafka-dev", name, err, nil)
 }
 
 // parse parses args, writing help to stdout for --help.

@@ -17,13 +17,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
-// Exit codes: see usage.
-const (
-	exitError = 1
-	exitSetup = 2
-	exitUsage = 64 // EX_USAGE
-)
-
 // newFlags returns the flag set of an operator command: its flags read
 // OUTBOX_<COMMAND>_<FLAG>, --database-url reads OUTBOX_DATABASE_URL.
 func newFlags(name string, getenv func(string) string) *flagenv.Set {

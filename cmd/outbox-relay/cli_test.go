@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
@@ -50,8 +51,8 @@ func TestCLI_UsageErrorsExit64OnOneLineWithAPointerToHelp(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
 			_, stderr, code := runCLI(t, getenv, tc.args...)
-			if code != exitUsage {
-				t.Errorf("exit %d, want %d (usage)", code, exitUsage)
+			if code != flagenv.ExitUsage {
+				t.Errorf("exit %d, want %d (usage)", code, flagenv.ExitUsage)
 			}
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
 			if len(lines) != 2 || !strings.Contains(lines[0], tc.want) || !strings.Contains(lines[1], "--help") {
@@ -137,8 +138,8 @@ func TestCLI_OperatorCommandsOnAnUnmigratedDatabaseSayToRunMigrate(t *testing.T)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			_, stderr, code := runCLI(t, env("OUTBOX_DATABASE_URL", dbURL), append([]string{name}, args...)...)
-			if code != exitSetup || !strings.Contains(stderr, "run `outbox-relay migrate`") || strings.Contains(stderr, "SQLSTATE") {
-				t.Errorf("exit %d, stderr %q; want %d saying to run migrate, not a raw SQL error", code, stderr, exitSetup)
+			if code != flagenv.ExitSetup || !strings.Contains(stderr, "run `outbox-relay migrate`") || strings.Contains(stderr, "SQLSTATE") {
+				t.Errorf("exit %d, stderr %q; want %d saying to run migrate, not a raw SQL error", code, stderr, flagenv.ExitSetup)
 			}
 		})
 	}

@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -61,7 +59,7 @@ var commands = map[string]command{
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return exitUsage
+		return flagenv.ExitUsage
 	}
 	name := args[0]
 	switch name {
@@ -79,19 +77,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 			msg += fmt.Sprintf("; did you mean %q?", close)
 		}
 		fmt.Fprintf(stderr, "%s\nRun 'outbox-relay --help' for the commands.\n", msg)
-		return exitUsage
+		return flagenv.ExitUsage
 	}
-	err := cmd(ctx, args[1:], stdout, stderr, getenv)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case flagenv.IsUsage(err):
-		fmt.Fprintf(stderr, "outbox-relay %s: %v\nRun 'outbox-relay %s --help' for usage.\n", name, err, name)
-		return exitUsage
-	}
-	fmt.Fprintf(stderr, "outbox-relay %s: %v\n", name, err)
-	if relay.IsSetup(err) {
-		return exitSetup // an operator must fix the database, the broker or their settings
-	}
-	return exitError
+	// An operator must fix a setup problem: the database, the broker or
+	// their settings.
+	return flagenv.Report(stderr, "outbox-relay", name, cmd(ctx, args[1:], stdout, stderr, getenv), relay.IsSetup)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
@@ -70,7 +71,7 @@ func TestFailedAndResend_MirrorTheSQLOperations(t *testing.T) {
 		AND failure_reason IS NULL AND last_error IS NULL AND next_attempt_at <= now()`); n != 3 {
 		t.Fatalf("%d rows PENDING with attempts reset and failure cleared, want 3", n)
 	}
-	if _, errOut, code := run("resend", "00000000-0000-0000-0000-0000000000ff"); code == 0 || !strings.Contains(errOut, "do not exist") {
+	if _, errOut, code := run("resend", "00000000-0000-0000-0000-0000000000ff"); code == 0 || !strings.Contains(errOut, "no such event") {
 		t.Fatalf("resend of a missing event: exit %d, %q", code, errOut)
 	}
 	if _, errOut, code := run("resend"); code == 0 || !strings.Contains(errOut, "event ids") {
@@ -117,8 +118,8 @@ func TestHeldAndSkip_MirrorTheSQLOperations(t *testing.T) {
 	if _, errOut, code := run("skip", "00000000-0000-0000-0000-000000000004"); code != 1 || !strings.Contains(errOut, "is SENT") {
 		t.Fatalf("skip of a SENT event: exit %d, %q; want a refusal that names its status", code, errOut)
 	}
-	if _, errOut, code := run("skip", "not-a-uuid"); code != exitUsage || !strings.Contains(errOut, "not an event id") {
-		t.Fatalf("skip not-a-uuid: exit %d, %q; want a usage error (%d)", code, errOut, exitUsage)
+	if _, errOut, code := run("skip", "not-a-uuid"); code != flagenv.ExitUsage || !strings.Contains(errOut, "not an event id") {
+		t.Fatalf("skip not-a-uuid: exit %d, %q; want a usage error (%d)", code, errOut, flagenv.ExitUsage)
 	}
 	if out, _, code := run("skip", "00000000-0000-0000-0000-000000000001"); code != 0 || !strings.Contains(out, "skipped 1 events") {
 		t.Fatalf("skip: %q (exit %d)", out, code)

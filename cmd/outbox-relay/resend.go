@@ -45,30 +45,14 @@ func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return err
 	}
 	defer closeDB()
-	if t.failed {
-		n, err := st.ResendFailed(ctx, filter)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "resent %d failed events\n", n)
-		return nil
-	}
-	missing := 0
-	for _, id := range t.ids {
-		ok, err := st.Resend(ctx, id)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			missing++
-			fmt.Fprintf(stderr, "no event %s\n", id)
-		}
-	}
-	fmt.Fprintf(stdout, "resent %d events\n", len(t.ids)-missing)
-	if missing > 0 {
-		return fmt.Errorf("%d of %d events do not exist", missing, len(t.ids))
-	}
-	return nil
+	return t.apply(stdout, stderr, "resent", func() (int64, error) { return st.ResendFailed(ctx, filter) },
+		func(id string) (string, error) {
+			ok, err := st.Resend(ctx, id)
+			if !ok {
+				return "no such event", err
+			}
+			return "", err
+		})
 }
 
 // targets is what resend and skip act on: event ids, or with --failed
@@ -101,6 +85,37 @@ func (t *targets) check(fs *flagenv.Set, now time.Time) (store.FailedFilter, err
 		}
 	}
 	return t.filter.failed(now)
+}
+
+// apply acts on t's events: every FAILED one matching the filters through
+// all, or each id through one, which says why it refused an event ("" when
+// it did not); verb says what was done.
+func (t *targets) apply(stdout, stderr io.Writer, verb string, all func() (int64, error),
+	one func(id string) (refused string, err error)) error {
+	if t.failed {
+		n, err := all()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %d failed events\n", verb, n)
+		return nil
+	}
+	refused := 0
+	for _, id := range t.ids {
+		why, err := one(id)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			refused++
+			fmt.Fprintf(stderr, "%s: %s\n", id, why)
+		}
+	}
+	fmt.Fprintf(stdout, "%s %d events\n", verb, len(t.ids)-refused)
+	if refused > 0 {
+		return fmt.Errorf("%d of %d events were not %s", refused, len(t.ids), verb)
+	}
+	return nil
 }
 
 var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 )
@@ -28,33 +27,15 @@ func skipCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return err
 	}
 	defer closeDB()
-	if t.failed {
-		n, err := st.SkipFailed(ctx, filter)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "skipped %d failed events\n", n)
-		return nil
-	}
-	refused := 0
-	for _, id := range t.ids {
-		skipped, status, err := st.Skip(ctx, id)
-		if err != nil {
-			return err
-		}
-		switch {
-		case skipped:
-			continue
-		case status == "":
-			fmt.Fprintf(stderr, "%s: no such event with a status row\n", id)
-		default:
-			fmt.Fprintf(stderr, "%s: is %s; only FAILED events can be skipped\n", id, status)
-		}
-		refused++
-	}
-	fmt.Fprintf(stdout, "skipped %d events\n", len(t.ids)-refused)
-	if refused > 0 {
-		return fmt.Errorf("%d of %d events were not skipped", refused, len(t.ids))
-	}
-	return nil
+	return t.apply(stdout, stderr, "skipped", func() (int64, error) { return st.SkipFailed(ctx, filter) },
+		func(id string) (string, error) {
+			skipped, status, err := st.Skip(ctx, id)
+			switch {
+			case err != nil, skipped:
+				return "", err
+			case status == "":
+				return "no such event with a status row", nil
+			}
+			return "is " + status + "; only FAILED events can be skipped", nil
+		})
 }

@@ -72,14 +72,7 @@ func TestWrongBroker_SIGTERMIsObeyedWithinTheShutdownTimeout(t *testing.T) {
 				"--kafka-dial-timeout", "1m", "--kafka-request-timeout", "1m")
 			p.waitLog(t, "starting outbox-relay", 10*time.Second)
 			pgtest.Eventually(t, 10*time.Second, "the relay connecting", func() (bool, string) { return connected(), "" })
-			start := time.Now()
-			p.signal(t, syscall.SIGTERM)
-			code := p.wait(t, time.Minute)
-			took := time.Since(start)
-			report(t, "stopped %s after SIGTERM (--shutdown-timeout %s), exit %d", took.Round(time.Millisecond), shutdownTimeout, code)
-			if took > shutdownTimeout+time.Second {
-				t.Errorf("took %s to obey SIGTERM; want at most --shutdown-timeout (%s) plus a second", took, shutdownTimeout)
-			}
+			p.stopsWithin(t, shutdownTimeout, "")
 		})
 	}
 }
@@ -100,11 +93,18 @@ func TestStop_SIGTERMIsObeyedWhilePostgresIsFrozen(t *testing.T) {
 	if n := proxy.Freeze(); n == 0 {
 		t.Fatal("no connection to freeze")
 	}
+	p.stopsWithin(t, shutdownTimeout, " with postgres frozen")
+}
+
+// stopsWithin sends SIGTERM and fails the test unless the process exits
+// within shutdownTimeout (its --shutdown-timeout) plus a second.
+func (p *proc) stopsWithin(t *testing.T, shutdownTimeout time.Duration, while string) {
+	t.Helper()
 	start := time.Now()
 	p.signal(t, syscall.SIGTERM)
 	code := p.wait(t, time.Minute)
 	took := time.Since(start)
-	report(t, "stopped %s after SIGTERM with postgres frozen (--shutdown-timeout %s), exit %d", took.Round(time.Millisecond), shutdownTimeout, code)
+	report(t, "stopped %s after SIGTERM%s (--shutdown-timeout %s), exit %d", took.Round(time.Millisecond), while, shutdownTimeout, code)
 	if took > shutdownTimeout+time.Second {
 		t.Errorf("took %s to obey SIGTERM; want at most --shutdown-timeout (%s) plus a second", took, shutdownTimeout)
 	}

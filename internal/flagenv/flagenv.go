@@ -459,3 +459,29 @@ func distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Exit codes every command shares.
+const (
+	ExitError = 1
+	ExitSetup = 2  // a setup problem an operator must fix
+	ExitUsage = 64 // EX_USAGE
+)
+
+// Report writes err, the result of command cmd of program prog, to stderr
+// as every command does and returns the exit code: 0 for nil and --help;
+// ExitUsage for a usage error, on one line with a pointer to --help;
+// ExitSetup when setup says err is one; else ExitError.
+func Report(stderr io.Writer, prog, cmd string, err error, setup func(error) bool) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case IsUsage(err):
+		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", prog, cmd, err, prog, cmd)
+		return ExitUsage
+	}
+	fmt.Fprintf(stderr, "%s %s: %v\n", prog, cmd, err)
+	if setup != nil && setup(err) {
+		return ExitSetup
+	}
+	return ExitError
+}
