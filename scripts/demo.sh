@@ -10,7 +10,12 @@ source scripts/lib.sh
 WORK=$(mktemp -d /tmp/outbox-demo.XXXXXX)
 RELAY_PID=""; KAFKA_PID=""
 cleanup() {
+  local rc=$?
   stop_pid "$RELAY_PID"
+  if [ $rc -ne 0 ] && [ -s "$WORK/relay.log" ]; then
+    echo "the demo failed; the relay's last log lines:" >&2
+    tail -n 20 "$WORK/relay.log" >&2
+  fi
   stop_pid "$KAFKA_PID"
   pg_stop
   rm -rf "$WORK"
