@@ -178,3 +178,41 @@ func BenchmarkDecodeInsert(b *testing.B) {
 		}
 	}
 }
+
+// Messages the relay did not ask for (streaming of in-progress
+// transactions, two-phase commit, origins, types, logical messages,
+// truncates, and any a newer server adds) pass without a change and
+// without an error, and the next insert decodes as before.
+func TestDecoder_MessagesTheRelayDidNotAskForAreSkipped(t *testing.T) {
+	t.Parallel()
+	unasked := map[string][]byte{
+		"StreamAbort (16+, with LSN and time)": msg(byte('A'), uint32(7), uint32(7), uint64(0x30), uint64(1)),
+		"StreamAbort (14, 15)":                 msg(byte('A'), uint32(7), uint32(8)),
+		"StreamStart":                          msg(byte('S'), uint32(7), byte(1)),
+		"StreamStop":                           msg(byte('E')),
+		"StreamCommit":                         msg(byte('c'), uint32(7), byte(0), uint64(0x10), uint64(0x20), uint64(1)),
+		"Origin":                               msg(byte('O'), uint64(0x10), "node_a"),
+		"Type":                                 msg(byte('Y'), uint32(16400), "public", "mood"),
+		"LogicalMessage":                       msg(byte('M'), byte(1), uint64(0x10), "prefix", uint32(2), []byte("hi")),
+		"Truncate":                             msg(byte('T'), uint32(1), byte(0), uint32(16384)),
+		"BeginPrepare":                         msg(byte('b'), uint64(0x10), uint64(0x20), uint64(1), uint32(7), "gid"),
+		"Unknown":                              msg(byte('~'), uint64(42)),
+	}
+	for name, raw := range unasked {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newDecoder()
+			if _, _, err := d.decode(relationMsg()); err != nil {
+				t.Fatal(err)
+			}
+			if ch, ok, err := d.decode(raw); ok || err != nil {
+				t.Fatalf("got %+v ok=%v err=%v; want it skipped without an error", ch, ok, err)
+			}
+			ch, ok, err := d.decode(msg(byte('I'), uint32(16384), byte('N'), uint16(3),
+				byte('b'), uint32(1), []byte("x"), byte('b'), uint32(1), []byte("t"), byte('n')))
+			if err != nil || !ok || ch.Kind != KindInsert || string(ch.Values[1]) != "t" {
+				t.Fatalf("the insert after it: %+v ok=%v err=%v", ch, ok, err)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,43 @@ type Stream struct {
 	heardAt       time.Time     // when the server was last heard (or we stopped reading); monotonic
 	active        atomic.Int64  // unix nanoseconds of the receive loop's last turn
 	heard         atomic.Int64  // heardAt as unix nanoseconds, for other goroutines
+	data          atomic.Int64  // unix nanoseconds of the last WAL data received
+	held          atomic.Pointer[HeldBack]
+}
+
+// HeldBack is the server's word that it holds the slot's changes back until
+// a standby confirms them (synchronized_standby_slots, PostgreSQL 17 and
+// newer): a warning the walsender sends on the replication connection
+// while it waits for a standby whose slot is inactive.
+type HeldBack struct {
+	// StandbySlot is the standby's physical slot the server waits for.
+	StandbySlot string
+	// Message, Detail and Hint are the server's words.
+	Message, Detail, Hint string
+	At                    time.Time
+}
+
+// HeldBack reports whether the server holds the slot back now: it said so
+// within window and has sent no WAL data since.
+func (s *Stream) HeldBack(window time.Duration) (HeldBack, bool) {
+	h := s.held.Load()
+	if h == nil || time.Since(h.At) > window || s.data.Load() > h.At.UnixNano() {
+		return HeldBack{}, false
+	}
+	return *h, true
+}
+
+// notice keeps what the server says of holding the slot back for a standby;
+// other notices are the server's log, not the relay's.
+func (s *Stream) notice(n *pgproto3.NoticeResponse) {
+	if !strings.Contains(n.Message, "synchronized_standby_slots") {
+		return
+	}
+	slot := ""
+	if _, rest, ok := strings.Cut(n.Message, `"`); ok {
+		slot, _, _ = strings.Cut(rest, `"`)
+	}
+	s.held.Store(&HeldBack{StandbySlot: slot, Message: n.Message, Detail: n.Detail, Hint: n.Hint, At: time.Now()})
 }
 
 // LastHeard is when the last message came from the server. Time the
@@ -316,51 +354,67 @@ func (s *Stream) receive(ctx context.Context, out chan<- Change, pos Positioner)
 			}
 			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)
 		}
-		switch msg := msg.(type) {
-		case *pgproto3.CopyData:
-			if len(msg.Data) == 0 {
-				continue
-			}
-			switch msg.Data[0] {
-			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
-				if err != nil {
-					return fmt.Errorf("parsing keepalive: %w", err)
-				}
-				s.walEnd = max(s.walEnd, ka.ServerWALEnd)
-				if ka.ReplyRequested {
-					next = time.Time{}
-				}
-			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
-				if err != nil {
-					return fmt.Errorf("parsing XLogData: %w", err)
-				}
-
-				ch, ok, err := s.dec.decode(xld.WALData)
-				if err != nil {
-					return fmt.Errorf("at LSN %s: %w", xld.WALStart, err)
-				}
-				if !ok {
-					continue
-				}
-				switch ch.Kind {
-				case KindBegin:
-					s.inTxn = true
-				case KindCommit:
-					s.inTxn = false
-					s.lastCommitEnd = ch.LSN
-				}
-				if err := s.push(ctx, out, ch, pos, &next); err != nil {
-					return err
-				}
-			}
-		case *pgproto3.ErrorResponse:
-			return fmt.Errorf("slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
-		case *pgproto3.CopyDone:
-			return fmt.Errorf("slot %q: server ended the replication stream", s.cfg.Slot)
+		if err := s.handle(ctx, msg, out, pos, &next); err != nil {
+			return err
 		}
 	}
+}
+
+// handle acts on one message from the server; a keepalive that asks for a
+// reply sets next to now.
+func (s *Stream) handle(ctx context.Context, msg pgproto3.BackendMessage, out chan<- Change, pos Positioner, next *time.Time) error {
+	switch msg := msg.(type) {
+	case *pgproto3.CopyData:
+		return s.copyData(ctx, msg.Data, out, pos, next)
+	case *pgproto3.NoticeResponse:
+		s.notice(msg)
+	case *pgproto3.ErrorResponse:
+		return fmt.Errorf("slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+	case *pgproto3.CopyDone:
+		return fmt.Errorf("slot %q: server ended the replication stream", s.cfg.Slot)
+	}
+	return nil
+}
+
+// copyData acts on one CopyData message: a keepalive, or WAL data whose
+// change (if it is one the caller wants) goes to out.
+func (s *Stream) copyData(ctx context.Context, data []byte, out chan<- Change, pos Positioner, next *time.Time) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parsing keepalive: %w", err)
+		}
+		s.walEnd = max(s.walEnd, ka.ServerWALEnd)
+		if ka.ReplyRequested {
+			*next = time.Time{}
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parsing XLogData: %w", err)
+		}
+		s.data.Store(time.Now().UnixNano())
+		ch, ok, err := s.dec.decode(xld.WALData)
+		if err != nil {
+			return fmt.Errorf("at LSN %s: %w", xld.WALStart, err)
+		}
+		if !ok {
+			return nil
+		}
+		switch ch.Kind {
+		case KindBegin:
+			s.inTxn = true
+		case KindCommit:
+			s.inTxn = false
+			s.lastCommitEnd = ch.LSN
+		}
+		return s.push(ctx, out, ch, pos, next)
+	}
+	return nil
 }
 
 // push hands ch to out, reporting status while out is full. The time it

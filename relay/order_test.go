@@ -222,7 +222,7 @@ func TestOrder_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testin
 		}
 		c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
 		b := &testBundle{dbURL: primary, slot: "outbox_failover", pool: pool, cluster: c, brokers: c.ListenAddrs()}
-		standbyURL, promote := pgtest.Standby(t, primary)
+		standbyURL, _, promote := pgtest.Standby(t, primary)
 
 		stop := b.startRelay(t, b.config(t))
 		b.writeKey(t, id, 1, 10, 1)

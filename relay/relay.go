@@ -341,6 +341,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	defer func() { stopPolling(); wg.Wait() }()
 	wg.Go(func() { p.run(pollCtx) })
 	wg.Go(func() { r.observe(pollCtx) })
+	wg.Go(func() { r.watchHeldBack(pollCtx) })
 	if r.cfg.Retention > 0 {
 		ret := &retainer{dbURL: r.cfg.DatabaseURL, timeout: r.cfg.StatementTimeout, tcpTimeout: r.cfg.ReplicationTimeout, store: r.store, age: r.cfg.Retention, log: r.log,
 			deleted: func(n int64) { r.metrics.RetentionDeleted.Add(float64(n)) }}

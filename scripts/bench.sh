@@ -6,10 +6,15 @@
 # development Kafka broker as a separate process; cleans up after itself.
 #
 #   scripts/bench.sh [--events 200000] [--drain-runs 3] [--rates 1000,5000,max] [--steady-duration 10s] [--warmup 2s]
-#                    [--big-transaction 1000000] [--out bench-results]
+#                    [--big-transaction 1000000] [--out bench-results] [--pg 18]
+#
+# --pg N (or PG_MAJOR=N) runs PostgreSQL N (14 to 18) instead of the newest
+# that Debian ships; see scripts/lib.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+pg_parse_args "$@"
+set -- ${PG_ARGS[@]+"${PG_ARGS[@]}"}
 
 WORK=$(mktemp -d /tmp/outbox-bench.XXXXXX)
 KAFKA_PID=""

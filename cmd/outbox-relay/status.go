@@ -81,12 +81,24 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 
 func (r statusReport) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SLOT\tPLUGIN\tACTIVE\tPID\tWAL STATUS\tLAG")
+	fmt.Fprintln(tw, "SLOT\tPLUGIN\tACTIVE\tPID\tWAL STATUS\tLAG\tFAILOVER\tSYNCED")
 	for _, s := range r.Slots {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\n", s.Name, s.Plugin, s.Active, s.ActivePID, s.WALStatus, bytesText(s.LagBytes))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Plugin, s.Active, s.ActivePID, s.WALStatus,
+			bytesText(s.LagBytes), yesNo(s.Failover), yesNo(s.Synced))
 	}
 	if len(r.Slots) == 0 {
 		fmt.Fprintln(tw, "(no replication slot in this database)")
+	}
+	for _, sb := range r.StandbySlots {
+		switch {
+		case !sb.Exists:
+			fmt.Fprintf(tw, "HELD BACK\tsynchronized_standby_slots names %s, which does not exist: failover slots get no changes until it does\t\n", sb.Name)
+		case !sb.Active:
+			fmt.Fprintf(tw, "HELD BACK\tsynchronized_standby_slots names %s, whose standby is not connected: failover slots get no changes "+
+				"past what it confirmed (%s behind)\t\n", sb.Name, bytesText(sb.BehindBytes))
+		default:
+			fmt.Fprintf(tw, "STANDBY\t%s (synchronized_standby_slots) streams, %s behind\t\n", sb.Name, bytesText(sb.BehindBytes))
+		}
 	}
 	fmt.Fprintln(tw, "\nTOPIC\tSTATUS\tEVENTS")
 	for _, t := range r.Topics {
@@ -107,6 +119,17 @@ func (r statusReport) print(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// yesNo prints a setting a server may not have ("-" before PostgreSQL 17).
+func yesNo(b *bool) string {
+	switch {
+	case b == nil:
+		return "-"
+	case *b:
+		return "yes"
+	}
+	return "no"
 }
 
 func bytesText(n int64) string {

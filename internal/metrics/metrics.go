@@ -109,6 +109,9 @@ func New(version string) *Metrics {
 	f.gaugeFunc("stalled_seconds",
 		"Seconds since the last streamed event got its status row, while events are in flight (0 when none is).",
 		func() float64 { return m.readProgress().Stalled.Seconds() })
+	f.gaugeFunc("slot_held_back",
+		"1 while PostgreSQL holds the slot's changes back until a standby named in synchronized_standby_slots confirms them (PostgreSQL 17 and newer).",
+		func() float64 { return boolFloat(m.readProgress().HeldBack) })
 	m.role = f.gaugeVec("role", "1 for this instance's role: starting, streaming, standby or polling.", "role")
 	f.gaugeVec("build_info", "Build information; always 1.", "version", "go_version").WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -118,8 +121,12 @@ func New(version string) *Metrics {
 }
 
 // Progress is how long the stream has gone without news: Silence since the
-// server's last message, Stalled since events in flight last made progress.
-type Progress struct{ Silence, Stalled time.Duration }
+// server's last message, Stalled since events in flight last made progress;
+// HeldBack while the server holds the slot back for a standby.
+type Progress struct {
+	Silence, Stalled time.Duration
+	HeldBack         bool
+}
 
 // WatchProgress has the progress gauges call read at each scrape.
 func (m *Metrics) WatchProgress(read func() Progress) { m.progress.Store(&read) }

@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +11,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Cluster starts a PostgreSQL server of the test's own, for a test that
@@ -23,20 +28,67 @@ func Cluster(t testing.TB, initdbArgs []string, settings ...string) string {
 	t.Helper()
 	s := newServer(t)
 	s.run(t, "initdb", append([]string{"-D", s.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"}, initdbArgs...)...)
-	return s.start(t, settings)
+	url := s.start(t, settings)
+	servers.Store(url, s)
+	return url
+}
+
+// servers maps the URL Cluster returned to its server, for Standby.
+var servers sync.Map
+
+// Major is the major version of the server binaries the tests run (14,
+// 15, ...).
+func Major(t testing.TB) int {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(serverBin(t), "postgres"), "--version").Output()
+	if err != nil {
+		t.Fatalf("postgres --version: %v", err)
+	}
+	f := strings.Fields(string(out)) // postgres (PostgreSQL) 17.10
+	major, _ := strconv.Atoi(strings.Split(f[len(f)-1], ".")[0])
+	return major
 }
 
 // Standby starts a physical standby of the server at primaryURL (one of
-// Cluster's), streaming from it, and returns its URL and a function that
-// promotes it and returns once it accepts writes. PostgreSQL 15 copies no
-// logical slot to a standby: a relay started on the promoted server
-// creates its slot anew.
-func Standby(t testing.TB, primaryURL string) (url string, promote func()) {
+// Cluster's), streaming from it through a physical slot named after it,
+// and returns its URL and a function that promotes it and returns once it
+// accepts writes. settings go to the standby ("name=value"). It is made
+// as PostgreSQL's own test harness makes one, without pg_basebackup (the
+// npm builds of other majors have none): the primary is stopped cleanly,
+// its data directory copied without its slots and pid file, and started
+// again. The primary's slot is returned as slot, for its
+// synchronized_standby_slots.
+func Standby(t testing.TB, primaryURL string, settings ...string) (url, slot string, promote func()) {
 	t.Helper()
+	v, ok := servers.Load(primaryURL)
+	if !ok {
+		t.Fatalf("pgtest.Standby: %s is not a server of pgtest.Cluster", primaryURL)
+	}
+	primary := v.(*server)
+	slot = fmt.Sprintf("standby_%d", time.Now().UnixNano())
+	execSQL(t, primaryURL, `SELECT pg_create_physical_replication_slot('`+slot+`', true)`)
+	primary.run(t, "pg_ctl", "-D", primary.data, "-m", "fast", "-w", "stop")
 	s := newServer(t)
-	s.run(t, "pg_basebackup", "-D", s.data, "-R", "-X", "stream", "-c", "fast", "-d", primaryURL)
-	url = s.start(t, nil)
-	return url, func() { s.run(t, "pg_ctl", "-D", s.data, "-w", "-t", "60", "promote") }
+	run(t, s.asPG("cp", "-a", primary.data, s.data))
+	run(t, s.asPG("sh", "-c", `rm -rf "$1"/pg_replslot/* "$1"/postmaster.pid && touch "$1"/standby.signal`, "sh", s.data))
+	primary.restart(t)
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres application_name=%s", primary.port, slot)
+	url = s.start(t, append([]string{"primary_conninfo='" + conninfo + "'", "primary_slot_name=" + slot,
+		"hot_standby=on"}, settings...))
+	servers.Store(url, s)
+	return url, slot, func() { s.run(t, "pg_ctl", "-D", s.data, "-w", "-t", "60", "promote") }
+}
+
+// Kill stops the server at url (one of Cluster's or Standby's) at once, as
+// a crash would (pg_ctl stop -m immediate).
+func Kill(t testing.TB, url string) {
+	t.Helper()
+	v, ok := servers.Load(url)
+	if !ok {
+		t.Fatalf("pgtest.Kill: %s is not a server of pgtest", url)
+	}
+	s := v.(*server)
+	s.run(t, "pg_ctl", "-D", s.data, "-m", "immediate", "-w", "stop")
 }
 
 // server is a data directory of a test's own and how to run the server's
@@ -44,6 +96,8 @@ func Standby(t testing.TB, primaryURL string) (url string, promote func()) {
 type server struct {
 	dir, data string
 	asPG      func(name string, args ...string) *exec.Cmd
+	port      int
+	opts      string // the server options it was started with
 }
 
 func newServer(t testing.TB) *server {
@@ -54,8 +108,14 @@ func newServer(t testing.TB) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	prog := func(name string) string {
+		if strings.ContainsRune(name, '/') || (name != "initdb" && name != "pg_ctl" && name != "postgres") {
+			return name // cp, sh: the system's
+		}
+		return filepath.Join(bin, name)
+	}
 	s := &server{dir: dir, data: filepath.Join(dir, "data"), asPG: func(name string, args ...string) *exec.Cmd {
-		return exec.Command(filepath.Join(bin, name), args...)
+		return exec.Command(prog(name), args...)
 	}}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
@@ -68,7 +128,7 @@ func newServer(t testing.TB) *server {
 			t.Fatal(err)
 		}
 		s.asPG = func(name string, args ...string) *exec.Cmd {
-			return exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
+			return exec.Command("runuser", append([]string{"-u", "postgres", "--", prog(name)}, args...)...)
 		}
 	}
 	return s
@@ -83,24 +143,43 @@ func (s *server) run(t testing.TB, name string, args ...string) {
 // returns the URL of its postgres database.
 func (s *server) start(t testing.TB, settings []string) string {
 	t.Helper()
-	port := FreePort(t)
-	opts := []string{"-c listen_addresses=127.0.0.1", "-p " + strconv.Itoa(port), "-k " + s.dir, "-c wal_level=logical",
+	s.port = FreePort(t)
+	opts := []string{"-c listen_addresses=127.0.0.1", "-p " + strconv.Itoa(s.port), "-k " + s.dir, "-c wal_level=logical",
 		"-c max_replication_slots=20", "-c max_wal_senders=20"}
 	for _, o := range settings {
 		opts = append(opts, "-c "+o)
 	}
-	s.run(t, "pg_ctl", "-D", s.data, "-l", filepath.Join(s.dir, "server.log"), "-w", "-t", "60", "-o", strings.Join(opts, " "), "start")
+	s.opts = strings.Join(opts, " ")
+	s.restart(t)
 	t.Cleanup(func() { _ = s.asPG("pg_ctl", "-D", s.data, "-m", "immediate", "-w", "stop").Run() })
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
 }
 
-// serverBin finds the directory of initdb, pg_ctl and pg_basebackup: on PATH (scripts/test.sh
-// puts it there), else the newest /usr/lib/postgresql/*/bin.
+// restart starts the server again with the options of start.
+func (s *server) restart(t testing.TB) {
+	t.Helper()
+	s.run(t, "pg_ctl", "-D", s.data, "-l", filepath.Join(s.dir, "server.log"), "-w", "-t", "60", "-o", s.opts, "start")
+}
+
+func execSQL(t testing.TB, url, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// serverBin finds the directory of initdb, pg_ctl and postgres: on PATH
+// (scripts/test.sh puts it there), else the newest /usr/lib/postgresql/*/bin.
 func serverBin(t testing.TB) string {
 	t.Helper()
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = real // the server's own directory, which has pg_basebackup too
+			p = real // the server's own directory
 		}
 		return filepath.Dir(p)
 	}

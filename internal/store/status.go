@@ -14,6 +14,8 @@ var (
 	statusTopicsSQL string
 	//go:embed sql/status_failed.sql
 	statusFailedSQL string
+	//go:embed sql/status_standby_slots.sql
+	statusStandbySlotsSQL string
 )
 
 // Slot is a replication slot of the database.
@@ -24,6 +26,21 @@ type Slot struct {
 	ActivePID int    `json:"active_pid,omitempty"`
 	WALStatus string `json:"wal_status"`
 	LagBytes  int64  `json:"lag_bytes"`
+	// Failover and Synced are PostgreSQL 17's: a failover slot, and one a
+	// standby synchronized from its primary. Nil before 17.
+	Failover *bool `json:"failover,omitempty"`
+	Synced   *bool `json:"synced,omitempty"`
+}
+
+// StandbySlot is a standby's physical slot named in the primary's
+// synchronized_standby_slots: failover slots wait for it.
+type StandbySlot struct {
+	Name   string `json:"name"`
+	Active bool   `json:"active"`
+	Exists bool   `json:"exists"`
+	// BehindBytes is how far its standby's confirmed WAL is behind the
+	// primary's.
+	BehindBytes int64 `json:"behind_bytes"`
 }
 
 // TopicStatus is how many events of a topic have a status.
@@ -41,7 +58,8 @@ type ReasonCount struct {
 
 // Overview is what `outbox-relay status` shows of the database.
 type Overview struct {
-	Slots  []Slot        `json:"slots"`
+	Slots        []Slot        `json:"slots"`
+	StandbySlots []StandbySlot `json:"synchronized_standby_slots,omitempty"`
 	Topics []TopicStatus `json:"topics"`
 	Failed []ReasonCount `json:"failed_by_reason"`
 }
@@ -53,8 +71,14 @@ func (s *Store) Overview(ctx context.Context) (*Overview, error) {
 	var err error
 	if o.Slots, err = collect(ctx, s.db, "reading slots", func(r pgx.CollectableRow) (Slot, error) {
 		var x Slot
-		return x, r.Scan(&x.Name, &x.Plugin, &x.Active, &x.ActivePID, &x.WALStatus, &x.LagBytes)
+		return x, r.Scan(&x.Name, &x.Plugin, &x.Active, &x.ActivePID, &x.WALStatus, &x.LagBytes, &x.Failover, &x.Synced)
 	}, statusSlotsSQL); err != nil {
+		return nil, err
+	}
+	if o.StandbySlots, err = collect(ctx, s.db, "reading synchronized_standby_slots", func(r pgx.CollectableRow) (StandbySlot, error) {
+		var x StandbySlot
+		return x, r.Scan(&x.Name, &x.Active, &x.Exists, &x.BehindBytes)
+	}, statusStandbySlotsSQL); err != nil {
 		return nil, err
 	}
 	if o.Topics, err = collect(ctx, s.db, "reading counts per topic", func(r pgx.CollectableRow) (TopicStatus, error) {
