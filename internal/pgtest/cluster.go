@@ -60,11 +60,7 @@ func Major(t testing.TB) int {
 // synchronized_standby_slots.
 func Standby(t testing.TB, primaryURL string, settings ...string) (url, slot string, promote func()) {
 	t.Helper()
-	v, ok := servers.Load(primaryURL)
-	if !ok {
-		t.Fatalf("pgtest.Standby: %s is not a server of pgtest.Cluster", primaryURL)
-	}
-	primary := v.(*server)
+	primary := lookup(t, primaryURL)
 	slot = fmt.Sprintf("standby_%d", time.Now().UnixNano())
 	execSQL(t, primaryURL, `SELECT pg_create_physical_replication_slot('`+slot+`', true)`)
 	primary.run(t, "pg_ctl", "-D", primary.data, "-m", "fast", "-w", "stop")
@@ -83,12 +79,31 @@ func Standby(t testing.TB, primaryURL string, settings ...string) (url, slot str
 // a crash would (pg_ctl stop -m immediate).
 func Kill(t testing.TB, url string) {
 	t.Helper()
+	s := lookup(t, url)
+	s.run(t, "pg_ctl", "-D", s.data, "-m", "immediate", "-w", "stop")
+}
+
+// Stop stops the server at url (one of Cluster's or Standby's) cleanly;
+// Start starts it again with the same settings.
+func Stop(t testing.TB, url string) {
+	t.Helper()
+	s := lookup(t, url)
+	s.run(t, "pg_ctl", "-D", s.data, "-m", "fast", "-w", "stop")
+}
+
+// Start starts a server Stop stopped.
+func Start(t testing.TB, url string) {
+	t.Helper()
+	lookup(t, url).restart(t)
+}
+
+func lookup(t testing.TB, url string) *server {
+	t.Helper()
 	v, ok := servers.Load(url)
 	if !ok {
-		t.Fatalf("pgtest.Kill: %s is not a server of pgtest", url)
+		t.Fatalf("pgtest: %s is not a server of pgtest.Cluster or pgtest.Standby", url)
 	}
-	s := v.(*server)
-	s.run(t, "pg_ctl", "-D", s.data, "-m", "immediate", "-w", "stop")
+	return v.(*server)
 }
 
 // server is a data directory of a test's own and how to run the server's
