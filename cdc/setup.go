@@ -98,7 +98,14 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, publication string)
 		               WHERE t.pubname = p.pubname AND t.schemaname = 'outbox' AND t.tablename = 'events')
 		FROM pg_publication p WHERE p.pubname = $1`, publication).Scan(&pubInsert, &hasEvents)
 	if errors.Is(err, pgx.ErrNoRows) {
-		_, err = conn.Exec(ctx, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox.events WITH (publish = 'insert')`, quoteIdent(publication)))
+		// PostgreSQL 18 streams stored generated columns when asked, so a
+		// generated column reaches the stream as it reaches SQL.
+		with := "publish = 'insert'"
+		var version int
+		if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err == nil && version >= 180000 {
+			with += ", publish_generated_columns = stored"
+		}
+		_, err = conn.Exec(ctx, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox.events WITH (%s)`, quoteIdent(publication), with))
 		if err != nil {
 			return fmt.Errorf("creating publication %q: %w", publication, err)
 		}
@@ -115,12 +122,14 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, publication string)
 }
 
 func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, error) {
-	var plugin, slotType, walStatus string
+	var plugin, slotType, walStatus, invalidation string
 	var confirmed, db *string
 	var activePID *int
+	// invalidation_reason is PostgreSQL 17's (to_jsonb reads it as NULL before).
 	err := conn.QueryRow(ctx, `
-		SELECT coalesce(plugin, ''), slot_type, confirmed_flush_lsn::text, database, active_pid, coalesce(wal_status, '')
-		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &slotType, &confirmed, &db, &activePID, &walStatus)
+		SELECT coalesce(plugin, ''), slot_type, confirmed_flush_lsn::text, database, active_pid, coalesce(wal_status, ''),
+		       coalesce(to_jsonb(s) ->> 'invalidation_reason', '')
+		FROM pg_replication_slots s WHERE slot_name = $1`, slot).Scan(&plugin, &slotType, &confirmed, &db, &activePID, &walStatus, &invalidation)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SlotInfo{Created: true}, nil
 	}
@@ -137,8 +146,8 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, er
 	if db != nil && *db != current {
 		return SlotInfo{}, fmt.Errorf("%w: replication slot %q belongs to database %q, not %q (choose another --slot)", ErrSetup, slot, *db, current)
 	}
-	if walStatus == "lost" {
-		return SlotInfo{}, fmt.Errorf("%w: slot %q fell behind by more than max_slot_wal_keep_size and the server removed the WAL it needed", ErrSlotInvalid, slot)
+	if walStatus == "lost" || invalidation != "" {
+		return SlotInfo{}, fmt.Errorf("%w: slot %q %s", ErrSlotInvalid, slot, invalidated(invalidation))
 	}
 	if activePID != nil {
 		return SlotInfo{}, &SlotInUseError{Slot: slot, PID: *activePID}
@@ -231,9 +240,31 @@ var activePID = regexp.MustCompile(`PID (\d+)`)
 func slotInvalid(err error, slot string) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55000" && strings.Contains(pgErr.Message, "can no longer") {
-		return fmt.Errorf("%w: slot %q: %s (%s)", ErrSlotInvalid, slot, pgErr.Message, pgErr.Detail)
+		reason := ""
+		for _, r := range []string{"idle_timeout", "wal_removed", "rows_removed", "wal_level_insufficient"} {
+			if strings.Contains(pgErr.Detail, r) {
+				reason = r
+			}
+		}
+		return fmt.Errorf("%w: slot %q: %s (%s); it %s", ErrSlotInvalid, slot, pgErr.Message, pgErr.Detail, invalidated(reason))
 	}
 	return nil
+}
+
+// invalidated says why the server invalidated a slot, naming the setting
+// that did it, from pg_replication_slots.invalidation_reason (PostgreSQL
+// 17 and newer; "" before, when WAL removal is the only cause).
+func invalidated(reason string) string {
+	switch reason {
+	case "idle_timeout":
+		return "was inactive for longer than idle_replication_slot_timeout (PostgreSQL 18), and the server invalidated it; " +
+			"raise the setting, or keep a relay (or a standby relay) running"
+	case "rows_removed":
+		return "needed rows the server removed (on a standby: turn hot_standby_feedback on, with primary_slot_name)"
+	case "wal_level_insufficient":
+		return "needs wal_level=logical on the primary"
+	}
+	return "fell behind by more than max_slot_wal_keep_size and the server removed the WAL it needed"
 }
 
 // quoteIdent quotes a PostgreSQL identifier.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -115,4 +116,29 @@ func TestRelay_PublishesPayloadColumnTypesByteExact(t *testing.T) {
 	if !strings.Contains(lastErr, "payload has type integer") {
 		t.Errorf("last_error %q does not name the payload's type", lastErr)
 	}
+}
+
+// On PostgreSQL 18 the publication streams stored generated columns
+// (migration 11), so headers computed from the payload reach Kafka from
+// the stream as they do from SQL.
+func TestRelay_AGeneratedColumnIsStreamedOnPostgreSQL18(t *testing.T) {
+	t.Parallel()
+	if major := pgtest.Major(t); major < 18 {
+		t.Skipf("publish_generated_columns is PostgreSQL 18's; this is %d", major)
+	}
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	b.exec(t, `ALTER TABLE outbox.events DROP COLUMN headers,
+		ADD COLUMN headers jsonb GENERATED ALWAYS AS (payload -> 'meta') STORED`)
+	b.startRelay(t, b.config(t))
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"meta": {"tenant": "acme"}}')`)
+	recs := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "orders")
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	for _, h := range recs[0].Headers {
+		if string(h.Key) == "tenant" && string(h.Value) == "acme" {
+			return
+		}
+	}
+	t.Fatalf("headers %v lack the generated tenant header", recs[0].Headers)
 }

@@ -235,3 +235,41 @@ func TestStart_AStopWhileTheSlotIsBeingCreatedIsAStopNotAnError(t *testing.T) {
 		t.Fatalf("stopped while creating its slot: Run returned %v, want nil", err)
 	}
 }
+
+// PostgreSQL 18 invalidates a slot left inactive for longer than
+// idle_replication_slot_timeout: the relay names the setting, then creates
+// the slot again and backfills, losing nothing.
+func TestStart_ASlotInvalidatedForIdlingIsNamedAndCreatedAgain(t *testing.T) {
+	t.Parallel()
+	if major := pgtest.Major(t); major < 18 {
+		t.Skipf("idle_replication_slot_timeout is PostgreSQL 18's; this is %d", major)
+	}
+	dbURL := pgtest.Cluster(t, nil, "idle_replication_slot_timeout=1s")
+	pool := pgtest.Pool(t, dbURL)
+	if _, err := migrations.Up(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
+	b := &testBundle{dbURL: dbURL, slot: "idled", pool: pool, cluster: c, brokers: c.ListenAddrs()}
+	cfg := b.config(t)
+	b.deliverThenStop(t, cfg)
+	b.insertTagged(t, "while down", 20)
+	pgtest.Eventually(t, 30*time.Second, "the slot invalidated for idling", func() (bool, string) {
+		if _, err := pool.Exec(context.Background(), `CHECKPOINT`); err != nil {
+			t.Fatal(err)
+		}
+		n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1
+			AND invalidation_reason = 'idle_timeout'`, b.slot)
+		return n == 1, "not yet"
+	})
+
+	exitCfg := cfg
+	exitCfg.OnInvalidSlot = relay.InvalidSlotExit
+	_, err := runUntilError(t, exitCfg, 30*time.Second)
+	if !errors.Is(err, cdc.ErrSlotInvalid) || !strings.Contains(err.Error(), "idle_replication_slot_timeout") {
+		t.Fatalf("got %v; want the invalidated slot with the setting that did it", err)
+	}
+	b.startRelay(t, cfg)
+	b.insertTagged(t, "after", 20)
+	b.expectEveryEventOnceOnKafka(t, 60*time.Second)
+}
