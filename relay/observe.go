@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/outage"
 )
@@ -65,35 +63,8 @@ func (r *Relay) Progress() metrics.Progress {
 	if s == nil {
 		return metrics.Progress{}
 	}
-	_, held := s.stream.HeldBack(r.cfg.ReplicationTimeout)
+	_, held := r.heldBackNow()
 	return metrics.Progress{Silence: time.Since(s.stream.LastHeard()), Stalled: s.win.stalled(), HeldBack: held}
-}
-
-// heldBackEvery is how often watchHeldBack looks.
-const heldBackEvery = time.Second
-
-// watchHeldBack logs, once a spell, that PostgreSQL holds the slot back
-// for a standby (synchronized_standby_slots), and once that it goes on.
-func (r *Relay) watchHeldBack(ctx context.Context) {
-	var held bool
-	for outage.Sleep(ctx, heldBackEvery) {
-		s := r.current.Load()
-		if s == nil {
-			continue
-		}
-		h, now := s.stream.HeldBack(r.cfg.ReplicationTimeout)
-		switch {
-		case now && !held:
-			r.log.Warn("postgres holds the slot's changes back until a standby confirms them: the standby of replication slot "+
-				h.StandbySlot+" named in synchronized_standby_slots is down or behind; start it, or remove it from "+
-				"synchronized_standby_slots on the primary (events are delayed, not lost)",
-				zap.String("slot", r.cfg.Slot), zap.String("standby_slot", h.StandbySlot),
-				zap.String("setting", "synchronized_standby_slots"), zap.String("server_says", h.Message+" "+h.Detail))
-		case !now && held:
-			r.log.Info("postgres no longer holds the slot back for a standby", zap.String("slot", r.cfg.Slot))
-		}
-		held = now
-	}
 }
 
 // Ready reports whether this instance can deliver: it streams (or polls,
@@ -134,11 +105,9 @@ func (r *Relay) Ready() error {
 	case r.reconnecting.Load():
 		reasons = append(reasons, fmt.Sprintf("the replication connection of slot %s went silent: reconnecting", r.cfg.Slot))
 	}
-	if s := r.current.Load(); s != nil {
-		if h, held := s.stream.HeldBack(limit); held {
-			reasons = append(reasons, fmt.Sprintf("postgres holds slot %s back until the standby of replication slot %s "+
-				"(synchronized_standby_slots) confirms: %s", r.cfg.Slot, h.StandbySlot, h.Message))
-		}
+	if h, held := r.heldBackNow(); held {
+		reasons = append(reasons, fmt.Sprintf("postgres holds slot %s back until the standby of replication slot %s "+
+			"(synchronized_standby_slots) confirms: %s", r.cfg.Slot, h.standbySlot, h.why))
 	}
 	if len(reasons) == 0 {
 		return nil

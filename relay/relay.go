@@ -267,6 +267,9 @@ type Relay struct {
 	// reconnecting is set from a silent stream's end until the next
 	// session streams: /readyz says so meanwhile.
 	reconnecting atomic.Bool
+	// lagging is set while a connected standby of synchronized_standby_slots
+	// is behind (watchHeldBack).
+	lagging atomic.Pointer[heldBack]
 }
 
 // New checks cfg and opens the store's connection pools; it does not

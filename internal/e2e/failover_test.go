@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,20 +31,31 @@ type failoverPair struct {
 	standbySlot          string
 	primaryURL, standURL string
 	promote              func()
+	proxy                *pgtest.Proxy // between the standby and the primary, if asked for
 }
 
-func newFailoverPair(t *testing.T) *failoverPair {
+func newFailoverPair(t *testing.T, primarySettings []string, standbySettings ...string) *failoverPair {
 	t.Helper()
 	if major := pgtest.Major(t); major < 17 {
 		t.Skipf("failover slots are PostgreSQL 17's; this is %d", major)
 	}
 	ctx := context.Background()
-	primaryURL := pgtest.Cluster(t, nil)
+	primaryURL := pgtest.Cluster(t, nil, primarySettings...)
 	pool := pgtest.Pool(t, primaryURL)
 	if _, err := migrations.Up(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	standbyURL, standbySlot, promote := pgtest.Standby(t, primaryURL, "sync_replication_slots=on", "hot_standby_feedback=on")
+	f := &failoverPair{primaryURL: primaryURL}
+	for i, set := range standbySettings {
+		if set == "primary_conninfo=PROXY" { // the standby replicates through a proxy of the test's
+			proxy, proxied := pgtest.NewProxy(t, primaryURL)
+			u, _ := url.Parse(proxied)
+			standbySettings[i] = fmt.Sprintf("primary_conninfo='host=127.0.0.1 port=%s user=postgres dbname=postgres'", u.Port())
+			f.proxy = proxy
+		}
+	}
+	standbyURL, standbySlot, promote := pgtest.Standby(t, primaryURL,
+		append([]string{"sync_replication_slots=on", "hot_standby_feedback=on"}, standbySettings...)...)
 	for _, sql := range []string{`ALTER SYSTEM SET synchronized_standby_slots = '` + standbySlot + `'`, `SELECT pg_reload_conf()`} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
@@ -53,11 +65,10 @@ func newFailoverPair(t *testing.T) *failoverPair {
 	kafkaProc := kafkaOn(t, port, "orders:3")
 	brokers := fmt.Sprintf("127.0.0.1:%d", port)
 	const slot = "outbox_failover"
-	return &failoverPair{
-		primary:     &env{dbURL: primaryURL, slot: slot, pool: pool, brokers: brokers, kafka: kafkaProc, kafkaPort: port},
-		standby:     &env{dbURL: standbyURL, slot: slot, pool: pgtest.Pool(t, standbyURL), brokers: brokers, kafka: kafkaProc, kafkaPort: port},
-		standbySlot: standbySlot, primaryURL: primaryURL, standURL: standbyURL, promote: promote,
-	}
+	f.primary = &env{dbURL: primaryURL, slot: slot, pool: pool, brokers: brokers, kafka: kafkaProc, kafkaPort: port}
+	f.standby = &env{dbURL: standbyURL, slot: slot, pool: pgtest.Pool(t, standbyURL), brokers: brokers, kafka: kafkaProc, kafkaPort: port}
+	f.standbySlot, f.standURL, f.promote = standbySlot, standbyURL, promote
+	return f
 }
 
 // write commits n events of keys k0..k9 on e, payload {"key": k, "seq": s}
@@ -125,7 +136,7 @@ func inKeyOrder(t *testing.T, brokers string, total int) int {
 // no backfill, nothing lost, each key in order.
 func TestFailover_TheRelayResumesFromTheSyncedSlotOnThePromotedStandby(t *testing.T) {
 	t.Parallel()
-	f := newFailoverPair(t)
+	f := newFailoverPair(t, nil)
 	first := f.primary.relay(t, "--slot-failover")
 	writeKeyed(t, f.primary.pool, 1, 500)
 	pgtest.Eventually(t, 60*time.Second, "500 events SENT on the primary", func() (bool, string) {
@@ -177,7 +188,7 @@ func TestFailover_TheRelayResumesFromTheSyncedSlotOnThePromotedStandby(t *testin
 // and delivers everything by itself once the standby is back.
 func TestFailover_ASlotHeldBackForAStandbyIsNeverSilent(t *testing.T) {
 	t.Parallel()
-	f := newFailoverPair(t)
+	f := newFailoverPair(t, nil)
 	p := f.primary.relay(t, "--slot-failover", "--replication-timeout", "8s", "--status-interval", "500ms")
 	writeKeyed(t, f.primary.pool, 1, 10)
 	pgtest.Eventually(t, 60*time.Second, "10 events SENT", func() (bool, string) {
@@ -248,4 +259,39 @@ func get(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A standby that stays connected but stops confirming (a network that
+// drops its packets) holds the failover slot back as surely as a stopped
+// one, and the server warns of nothing: the relay measures it from the
+// standby's slot and says so within --replication-timeout.
+func TestFailover_ASlotHeldBackByAStandbyThatStoppedConfirmingIsNeverSilent(t *testing.T) {
+	t.Parallel()
+	// The primary ends the silent standby's connection after 15 s, and the
+	// standby then reconnects through the proxy and catches up.
+	f := newFailoverPair(t, []string{"wal_sender_timeout=15s"}, "primary_conninfo=PROXY", "wal_receiver_timeout=15s")
+	p := f.primary.relay(t, "--slot-failover", "--replication-timeout", "4s", "--status-interval", "500ms")
+	writeKeyed(t, f.primary.pool, 1, 10)
+	pgtest.Eventually(t, 60*time.Second, "10 events SENT", func() (bool, string) {
+		n := f.primary.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
+		return n == 10, fmt.Sprintf("%d SENT", n)
+	})
+	if n := f.proxy.Freeze(); n == 0 {
+		t.Fatal("no standby connection to freeze")
+	}
+	frozen := time.Now()
+	writeKeyed(t, f.primary.pool, 11, 500)
+	p.waitLog(t, "postgres holds the slot's changes back until a standby confirms them: the standby of replication slot "+
+		f.standbySlot+" named in synchronized_standby_slots", 12*time.Second)
+	report(t, "PostgreSQL %d: a standby that stopped confirming was said to hold the slot back %s after it stopped "+
+		"(--replication-timeout 4s)", pgtest.Major(t), time.Since(frozen).Round(time.Millisecond))
+	if body := get(t, p.metricsURL(t)+"/readyz"); !strings.Contains(body, "has not confirmed") {
+		t.Errorf("/readyz = %s; want the lagging standby as a reason", body)
+	}
+	pgtest.Eventually(t, 90*time.Second, "all 510 SENT once the standby has reconnected", func() (bool, string) {
+		n := f.primary.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
+		return n == 510, fmt.Sprintf("%d SENT", n)
+	})
+	p.waitLog(t, "postgres no longer holds the slot back for a standby", 20*time.Second)
+	inKeyOrder(t, f.primary.brokers, 510)
 }

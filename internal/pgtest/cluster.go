@@ -52,7 +52,8 @@ func Major(t testing.TB) int {
 // Standby starts a physical standby of the server at primaryURL (one of
 // Cluster's), streaming from it through a physical slot named after it,
 // and returns its URL and a function that promotes it and returns once it
-// accepts writes. settings go to the standby ("name=value"). It is made
+// accepts writes. settings go to the standby ("name=value"; a
+// primary_conninfo replaces the one to the primary's port). It is made
 // as PostgreSQL's own test harness makes one, without pg_basebackup (the
 // npm builds of other majors have none): the primary is stopped cleanly,
 // its data directory copied without its slots and pid file, and started
@@ -68,9 +69,13 @@ func Standby(t testing.TB, primaryURL string, settings ...string) (url, slot str
 	run(t, s.asPG("cp", "-a", primary.data, s.data))
 	run(t, s.asPG("sh", "-c", `rm -rf "$1"/pg_replslot/* "$1"/postmaster.pid && touch "$1"/standby.signal`, "sh", s.data))
 	primary.restart(t)
-	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres application_name=%s", primary.port, slot)
-	url = s.start(t, append([]string{"primary_conninfo='" + conninfo + "'", "primary_slot_name=" + slot,
-		"hot_standby=on"}, settings...))
+	conninfo := fmt.Sprintf("primary_conninfo='host=127.0.0.1 port=%d user=postgres dbname=postgres application_name=%s'", primary.port, slot)
+	for _, set := range settings {
+		if strings.HasPrefix(set, "primary_conninfo=") {
+			conninfo = set // through a proxy, say
+		}
+	}
+	url = s.start(t, append([]string{conninfo, "primary_slot_name=" + slot, "hot_standby=on"}, settings...))
 	servers.Store(url, s)
 	return url, slot, func() { s.run(t, "pg_ctl", "-D", s.data, "-w", "-t", "60", "promote") }
 }

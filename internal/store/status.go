@@ -41,6 +41,10 @@ type StandbySlot struct {
 	// BehindBytes is how far its standby's confirmed WAL is behind the
 	// primary's.
 	BehindBytes int64 `json:"behind_bytes"`
+	// Confirmed is its standby's confirmed WAL position, and WALEnd the
+	// primary's, as byte offsets (LSNs).
+	Confirmed uint64 `json:"-"`
+	WALEnd    uint64 `json:"-"`
 }
 
 // TopicStatus is how many events of a topic have a status.
@@ -75,10 +79,7 @@ func (s *Store) Overview(ctx context.Context) (*Overview, error) {
 	}, statusSlotsSQL); err != nil {
 		return nil, err
 	}
-	if o.StandbySlots, err = collect(ctx, s.db, "reading synchronized_standby_slots", func(r pgx.CollectableRow) (StandbySlot, error) {
-		var x StandbySlot
-		return x, r.Scan(&x.Name, &x.Active, &x.Exists, &x.BehindBytes)
-	}, statusStandbySlotsSQL); err != nil {
+	if o.StandbySlots, err = s.StandbySlots(ctx); err != nil {
 		return nil, err
 	}
 	if o.Topics, err = collect(ctx, s.db, "reading counts per topic", func(r pgx.CollectableRow) (TopicStatus, error) {
@@ -94,4 +95,13 @@ func (s *Store) Overview(ctx context.Context) (*Overview, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// StandbySlots reads the standbys' slots named in synchronized_standby_slots
+// (none before PostgreSQL 17).
+func (s *Store) StandbySlots(ctx context.Context) ([]StandbySlot, error) {
+	return collect(ctx, s.db, "reading synchronized_standby_slots", func(r pgx.CollectableRow) (StandbySlot, error) {
+		var x StandbySlot
+		return x, r.Scan(&x.Name, &x.Active, &x.Exists, &x.BehindBytes, &x.Confirmed, &x.WALEnd)
+	}, statusStandbySlotsSQL)
 }
