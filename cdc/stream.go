@@ -97,8 +97,8 @@ type Stream struct {
 	heardAt       time.Time     // when the server was last heard (or we stopped reading); monotonic
 	active        atomic.Int64  // unix nanoseconds of the receive loop's last turn
 	heard         atomic.Int64  // heardAt as unix nanoseconds, for other goroutines
-	data          atomic.Int64  // unix nanoseconds of the last WAL data received
-	held          atomic.Pointer[HeldBack]
+	data          atomic.Uint64 // WAL data messages received
+	held          atomic.Pointer[heldNotice]
 }
 
 // HeldBack is the server's word that it holds the slot's changes back until
@@ -113,14 +113,20 @@ type HeldBack struct {
 	At                    time.Time
 }
 
+// heldNotice is a HeldBack and how many WAL data messages had come before it.
+type heldNotice struct {
+	HeldBack
+	data uint64
+}
+
 // HeldBack reports whether the server holds the slot back now: it said so
 // within window and has sent no WAL data since.
 func (s *Stream) HeldBack(window time.Duration) (HeldBack, bool) {
 	h := s.held.Load()
-	if h == nil || time.Since(h.At) > window || s.data.Load() > h.At.UnixNano() {
+	if h == nil || time.Since(h.At) > window || s.data.Load() != h.data {
 		return HeldBack{}, false
 	}
-	return *h, true
+	return h.HeldBack, true
 }
 
 // notice keeps what the server says of holding the slot back for a standby;
@@ -133,7 +139,8 @@ func (s *Stream) notice(n *pgproto3.NoticeResponse) {
 	if _, rest, ok := strings.Cut(n.Message, `"`); ok {
 		slot, _, _ = strings.Cut(rest, `"`)
 	}
-	s.held.Store(&HeldBack{StandbySlot: slot, Message: n.Message, Detail: n.Detail, Hint: n.Hint, At: time.Now()})
+	s.held.Store(&heldNotice{HeldBack: HeldBack{StandbySlot: slot, Message: n.Message, Detail: n.Detail, Hint: n.Hint,
+		At: time.Now()}, data: s.data.Load()})
 }
 
 // LastHeard is when the last message came from the server. Time the
@@ -397,7 +404,7 @@ func (s *Stream) copyData(ctx context.Context, data []byte, out chan<- Change, p
 		if err != nil {
 			return fmt.Errorf("parsing XLogData: %w", err)
 		}
-		s.data.Store(time.Now().UnixNano())
+		s.data.Add(1)
 		ch, ok, err := s.dec.decode(xld.WALData)
 		if err != nil {
 			return fmt.Errorf("at LSN %s: %w", xld.WALStart, err)

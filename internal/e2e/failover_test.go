@@ -139,10 +139,7 @@ func TestFailover_TheRelayResumesFromTheSyncedSlotOnThePromotedStandby(t *testin
 	f := newFailoverPair(t, nil)
 	first := f.primary.relay(t, "--slot-failover")
 	writeKeyed(t, f.primary.pool, 1, 500)
-	pgtest.Eventually(t, 60*time.Second, "500 events SENT on the primary", func() (bool, string) {
-		n := f.primary.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
-		return n == 500, fmt.Sprintf("%d SENT", n)
-	})
+	f.primary.waitSent(t, 500, 60*time.Second)
 	pgtest.Eventually(t, 60*time.Second, "the standby has the failover slot, synchronized", func() (bool, string) {
 		n := pgtest.Count(t, f.standby.pool, `SELECT count(*) FROM pg_replication_slots
 			WHERE slot_name = $1 AND synced AND NOT temporary`, f.primary.slot)
@@ -159,10 +156,7 @@ func TestFailover_TheRelayResumesFromTheSyncedSlotOnThePromotedStandby(t *testin
 	promoted := time.Now()
 
 	second := f.standby.relay(t, "--slot-failover")
-	pgtest.Eventually(t, 60*time.Second, "every event SENT on the promoted standby", func() (bool, string) {
-		n := f.standby.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
-		return n == 1000, fmt.Sprintf("%d SENT", n)
-	})
+	f.standby.waitSent(t, 1000, 60*time.Second)
 	var firstDelivery time.Time
 	if err := f.standby.pool.QueryRow(context.Background(), `SELECT min(sent_at) FROM outbox.deliveries d
 		JOIN outbox.events e ON e.id = d.event_id WHERE (e.payload ->> 'seq')::int > 500`).Scan(&firstDelivery); err != nil {
@@ -191,10 +185,7 @@ func TestFailover_ASlotHeldBackForAStandbyIsNeverSilent(t *testing.T) {
 	f := newFailoverPair(t, nil)
 	p := f.primary.relay(t, "--slot-failover", "--replication-timeout", "8s", "--status-interval", "500ms")
 	writeKeyed(t, f.primary.pool, 1, 10)
-	pgtest.Eventually(t, 60*time.Second, "10 events SENT", func() (bool, string) {
-		n := f.primary.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
-		return n == 10, fmt.Sprintf("%d SENT", n)
-	})
+	f.primary.waitSent(t, 10, 60*time.Second)
 	pgtest.Stop(t, f.standURL)
 	stopped := time.Now()
 	writeKeyed(t, f.primary.pool, 11, 500)
@@ -218,10 +209,7 @@ func TestFailover_ASlotHeldBackForAStandbyIsNeverSilent(t *testing.T) {
 	}
 
 	pgtest.Start(t, f.standURL)
-	pgtest.Eventually(t, 60*time.Second, "all 510 SENT once the standby is back", func() (bool, string) {
-		n := f.primary.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
-		return n == 510, fmt.Sprintf("%d SENT", n)
-	})
+	f.primary.waitSent(t, 510, 60*time.Second)
 	p.waitLog(t, "postgres no longer holds the slot back for a standby", 10*time.Second)
 	inKeyOrder(t, f.primary.brokers, 510)
 }
@@ -272,10 +260,7 @@ func TestFailover_ASlotHeldBackByAStandbyThatStoppedConfirmingIsNeverSilent(t *t
 	f := newFailoverPair(t, []string{"wal_sender_timeout=15s"}, "primary_conninfo=PROXY", "wal_receiver_timeout=15s")
 	p := f.primary.relay(t, "--slot-failover", "--replication-timeout", "4s", "--status-interval", "500ms")
 	writeKeyed(t, f.primary.pool, 1, 10)
-	pgtest.Eventually(t, 60*time.Second, "10 events SENT", func() (bool, string) {
-		n := f.primary.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
-		return n == 10, fmt.Sprintf("%d SENT", n)
-	})
+	f.primary.waitSent(t, 10, 60*time.Second)
 	if n := f.proxy.Freeze(); n == 0 {
 		t.Fatal("no standby connection to freeze")
 	}
@@ -288,10 +273,16 @@ func TestFailover_ASlotHeldBackByAStandbyThatStoppedConfirmingIsNeverSilent(t *t
 	if body := get(t, p.metricsURL(t)+"/readyz"); !strings.Contains(body, "has not confirmed") {
 		t.Errorf("/readyz = %s; want the lagging standby as a reason", body)
 	}
-	pgtest.Eventually(t, 90*time.Second, "all 510 SENT once the standby has reconnected", func() (bool, string) {
-		n := f.primary.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
-		return n == 510, fmt.Sprintf("%d SENT", n)
-	})
+	f.primary.waitSent(t, 510, 90*time.Second)
 	p.waitLog(t, "postgres no longer holds the slot back for a standby", 20*time.Second)
 	inKeyOrder(t, f.primary.brokers, 510)
+}
+
+// waitSent waits until n events are SENT.
+func (e *env) waitSent(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	pgtest.Eventually(t, timeout, fmt.Sprintf("%d events SENT", n), func() (bool, string) {
+		got := e.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
+		return got == n, fmt.Sprintf("%d SENT", got)
+	})
 }
