@@ -145,6 +145,12 @@ func TestFailover_TheRelayResumesFromTheSyncedSlotOnThePromotedStandby(t *testin
 			WHERE slot_name = $1 AND synced AND NOT temporary`, f.primary.slot)
 		return n == 1, "not yet"
 	})
+	// status against the standby shows its copy of the slot: a failover
+	// slot, synced from the primary.
+	out, code := runBin(t, "outbox-relay", []string{"status"}, "OUTBOX_DATABASE_URL="+f.standURL)
+	if f := slotLine(out, f.primary.slot); code != 0 || len(f) < 2 || f[len(f)-2] != "yes" || f[len(f)-1] != "yes" {
+		t.Errorf("status on the standby (exit %d) does not show the slot as a failover slot, synced:\n%s", code, out)
+	}
 	// The relay dies, then events are written that it never relays, then
 	// the primary dies too.
 	first.signal(t, syscall.SIGKILL)
@@ -285,4 +291,14 @@ func (e *env) waitSent(t *testing.T, n int, timeout time.Duration) {
 		got := e.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
 		return got == n, fmt.Sprintf("%d SENT", got)
 	})
+}
+
+// slotLine is the fields of status's line for slot.
+func slotLine(status, slot string) []string {
+	for _, l := range strings.Split(status, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == slot {
+			return f
+		}
+	}
+	return nil
 }
