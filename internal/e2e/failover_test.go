@@ -41,8 +41,7 @@ func newFailoverPair(t *testing.T, primarySettings []string, standbySettings ...
 	}
 	ctx := context.Background()
 	primaryURL := pgtest.Cluster(t, nil, primarySettings...)
-	pool := pgtest.Pool(t, primaryURL)
-	if _, err := migrations.Up(ctx, pool); err != nil {
+	if _, err := migrations.Up(ctx, pgtest.Pool(t, primaryURL)); err != nil {
 		t.Fatal(err)
 	}
 	f := &failoverPair{primaryURL: primaryURL}
@@ -56,6 +55,7 @@ func newFailoverPair(t *testing.T, primarySettings []string, standbySettings ...
 	}
 	standbyURL, standbySlot, promote := pgtest.Standby(t, primaryURL,
 		append([]string{"sync_replication_slots=on", "hot_standby_feedback=on"}, standbySettings...)...)
+	pool := pgtest.Pool(t, primaryURL) // Standby restarted the primary: a pool of its own
 	for _, sql := range []string{`ALTER SYSTEM SET synchronized_standby_slots = '` + standbySlot + `'`, `SELECT pg_reload_conf()`} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
