@@ -216,13 +216,13 @@ func TestOrder_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testin
 	eachIDMode(t, func(t *testing.T, id string) {
 		ctx := context.Background()
 		primary := pgtest.Cluster(t, nil)
-		pool := pgtest.Pool(t, primary)
-		if _, err := migrations.Up(ctx, pool); err != nil {
+		if _, err := migrations.Up(ctx, pgtest.Pool(t, primary)); err != nil {
 			t.Fatal(err)
 		}
+		standbyURL, _, promote := pgtest.Standby(t, primary)
+		pool := pgtest.Pool(t, primary) // Standby restarted the primary: a pool of its own
 		c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
 		b := &testBundle{dbURL: primary, slot: "outbox_failover", pool: pool, cluster: c, brokers: c.ListenAddrs()}
-		standbyURL, _, promote := pgtest.Standby(t, primary)
 
 		stop := b.startRelay(t, b.config(t))
 		b.writeKey(t, id, 1, 10, 1)

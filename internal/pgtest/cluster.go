@@ -57,7 +57,8 @@ func Major(t testing.TB) int {
 // as PostgreSQL's own test harness makes one, without pg_basebackup (the
 // npm builds of other majors have none): the primary is stopped cleanly,
 // its data directory copied without its slots and pid file, and started
-// again. The primary's slot is returned as slot, for its
+// again: connections to the primary opened before Standby are ended, so
+// open pools after it. The primary's slot is returned as slot, for its
 // synchronized_standby_slots.
 func Standby(t testing.TB, primaryURL string, settings ...string) (url, slot string, promote func()) {
 	t.Helper()
