@@ -133,6 +133,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		return flagenv.Usage(err)
 	}
 	defer log.Sync() //nolint:errcheck // best effort on exit
+	// Signals are ours from here on: one during the start is a stop too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer stopOnSignal(log, cancel)()
 	cfg.Logger = log
 	if err := cfg.Validate(); err != nil {
 		return flagenv.Usage(err) // each names the flag to fix
@@ -177,9 +181,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		}
 		defer stop()
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer stopOnSignal(log, cancel)()
 	if err := runUntilStopped(ctx, r, cfg.ShutdownTimeout+stopGrace); err != nil {
 		log.Error("stopping", zap.Error(err), zap.Bool("setup_problem", relay.IsSetup(err)))
 		return err

@@ -72,7 +72,9 @@ func TestWrongBroker_SIGTERMIsObeyedWithinTheShutdownTimeout(t *testing.T) {
 				"--kafka-dial-timeout", "1m", "--kafka-request-timeout", "1m")
 			p.waitLog(t, "starting outbox-relay", 10*time.Second)
 			pgtest.Eventually(t, 10*time.Second, "the relay connecting", func() (bool, string) { return connected(), "" })
-			p.stopsWithin(t, shutdownTimeout, "")
+			if code := p.stopsWithin(t, shutdownTimeout, ""); code != 0 {
+				t.Errorf("exit %d after SIGTERM, want 0 (a stop, even during the start)", code)
+			}
 		})
 	}
 }
@@ -97,8 +99,9 @@ func TestStop_SIGTERMIsObeyedWhilePostgresIsFrozen(t *testing.T) {
 }
 
 // stopsWithin sends SIGTERM and fails the test unless the process exits
-// within shutdownTimeout (its --shutdown-timeout) plus a second.
-func (p *proc) stopsWithin(t *testing.T, shutdownTimeout time.Duration, while string) {
+// within shutdownTimeout (its --shutdown-timeout) plus a second; it returns
+// the exit code.
+func (p *proc) stopsWithin(t *testing.T, shutdownTimeout time.Duration, while string) int {
 	t.Helper()
 	start := time.Now()
 	p.signal(t, syscall.SIGTERM)
@@ -108,4 +111,5 @@ func (p *proc) stopsWithin(t *testing.T, shutdownTimeout time.Duration, while st
 	if took > shutdownTimeout+time.Second {
 		t.Errorf("took %s to obey SIGTERM; want at most --shutdown-timeout (%s) plus a second", took, shutdownTimeout)
 	}
+	return code
 }
