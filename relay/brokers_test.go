@@ -28,8 +28,12 @@ func TestBrokers_AnAddressThatIsNotKafkaIsNamedWithWhatItAnswered(t *testing.T) 
 		answer string
 	}{
 		{"HTTP", func(t *testing.T) string { return kafkatest.NewImpostor(t, kafkatest.HTTPAnswer, true).Addr }, `HTTP ("HTTP/1.1 400 Bad Request")`},
-		{"Garbage", func(t *testing.T) string { return kafkatest.NewImpostor(t, []byte("\x00\x00\x00\x00garbage"), false).Addr }, "not Kafka"},
-		{"Text", func(t *testing.T) string { return kafkatest.NewImpostor(t, []byte("-ERR unknown command\r\n"), false).Addr }, `"-ERR unknown command"`},
+		{"Garbage", func(t *testing.T) string {
+			return kafkatest.NewImpostor(t, []byte("\x00\x00\x00\x00garbage"), false).Addr
+		}, "not Kafka"},
+		{"Text", func(t *testing.T) string {
+			return kafkatest.NewImpostor(t, []byte("-ERR unknown command\r\n"), false).Addr
+		}, `"-ERR unknown command"`},
 		{"CloseWithoutAWord", func(t *testing.T) string { return kafkatest.NewImpostor(t, nil, false).Addr }, "closed the connection without answering"},
 		{"Silence", func(t *testing.T) string { return kafkatest.NewImpostor(t, nil, true).Addr }, "answered nothing"},
 	}

@@ -64,8 +64,8 @@ type ReasonCount struct {
 type Overview struct {
 	Slots        []Slot        `json:"slots"`
 	StandbySlots []StandbySlot `json:"synchronized_standby_slots,omitempty"`
-	Topics []TopicStatus `json:"topics"`
-	Failed []ReasonCount `json:"failed_by_reason"`
+	Topics       []TopicStatus `json:"topics"`
+	Failed       []ReasonCount `json:"failed_by_reason"`
 }
 
 // Overview reads the slots, the counts per topic and status, and FAILED
