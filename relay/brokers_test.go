@@ -105,3 +105,22 @@ func TestBrokers_TLSOrSASLOnOneSideOnlyIsASetupError(t *testing.T) {
 		})
 	}
 }
+
+// One wrong address among good ones: the relay delivers through the good
+// ones and says which it left out.
+func TestBrokers_AnAddressThatIsNotKafkaAmongGoodOnesIsLeftOutAndNamed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	web := kafkatest.NewImpostor(t, kafkatest.HTTPAnswer, false).Addr
+	core, logs := observer.New(zap.WarnLevel)
+	cfg := b.config(t)
+	cfg.Kafka.Brokers = []string{web, b.brokers[0]}
+	cfg.Logger = zap.New(zapcore.NewTee(core, cfg.Logger.Core()))
+	b.startRelay(t, cfg)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{}')`)
+	b.waitStatus(t, "SENT", 1, 30*time.Second)
+	warned := logs.FilterMessageSnippet("leaving out --kafka-brokers addresses").All()
+	if len(warned) != 1 || !strings.Contains(fmt.Sprint(warned[0].ContextMap()), web+" is not a Kafka listener") {
+		t.Fatalf("warnings %v; want one naming %s", logs.All(), web)
+	}
+}

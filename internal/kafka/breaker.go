@@ -305,6 +305,7 @@ func (p *Publisher) reconnect(ctx context.Context) bool {
 		return false
 	}
 	p.refusal = ""
+	p.warnSkipped()
 	p.use(producer)
 	return true
 }
@@ -359,4 +360,16 @@ func (p *Publisher) send(m *Message) {
 	p.mu.Unlock()
 	in <- &m.Record
 	p.mu.Lock()
+}
+
+// warnSkipped says, when the connection left some seed brokers out, which
+// and why. Called with p.mu held.
+func (p *Publisher) warnSkipped() {
+	if p.dial == nil {
+		return
+	}
+	if err := p.dial.Skipped(); err != nil {
+		p.log.Warn("kafka: connected, leaving out --kafka-brokers addresses that did not answer as Kafka; "+
+			"check them", zap.Error(err))
+	}
 }

@@ -17,6 +17,17 @@ type dialer struct {
 
 	mu     sync.Mutex
 	client sarama.Client // nil until the cluster was first reached
+	// skipped is why the last connection left some seed brokers out (they
+	// did not answer as Kafka), or nil.
+	skipped error
+}
+
+// Skipped is why the last connection left some --kafka-brokers addresses
+// out, or nil when it used them all.
+func (d *dialer) Skipped() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.skipped
 }
 
 // refusal is a connection error that waiting cannot fix (see refused): the
@@ -65,17 +76,23 @@ func (d *dialer) probe(ctx context.Context) ([]string, error) {
 	}
 	wg.Wait()
 	var seeds []string
+	var skipped []error
 	for i, err := range errs {
-		if isRefusal(err) {
+		switch {
+		case isRefusal(err):
 			return nil, err // a setting is wrong: no broker can work
-		}
-		if err == nil {
+		case err == nil:
 			seeds = append(seeds, d.cfg.Brokers[i])
+		default:
+			skipped = append(skipped, err)
 		}
 	}
 	if len(seeds) == 0 {
 		return nil, errors.Join(errs...)
 	}
+	d.mu.Lock()
+	d.skipped = errors.Join(skipped...)
+	d.mu.Unlock()
 	return seeds, nil
 }
 

@@ -113,6 +113,9 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, error) 
 	p := newPublisher(producer, d.producer, d.partitions, retry.Reconnect(200*time.Millisecond, 30*time.Second), log)
 	p.dial = d
 	p.lastErr = err
+	if err == nil {
+		p.warnSkipped()
+	}
 	return p, nil
 }
 
