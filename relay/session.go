@@ -166,16 +166,11 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 	if err := r.recoverUnfinishedBackfill(ctx); err != nil {
 		return err
 	}
-	cfg := cdc.Config{
-		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
-		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover, Timeout: r.cfg.ReplicationTimeout,
-	}
-	backfill := r.hookBackfill(ctx, &cfg, pub)
-	defer backfill.end()
-	stream, err := cdc.Open(ctx, cfg)
+	stream, backfill, err := r.openStream(ctx, pub)
 	if err != nil {
 		return err
 	}
+	defer backfill.end()
 	// However the session ends, it ends replication: a connection left open
 	// would hold the slot until the walsender's timeout.
 	tr := newTracker(stream.StartLSN())
@@ -236,6 +231,23 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 			zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
 	}
 	return err
+}
+
+// openStream opens the replication stream from the slot, creating the slot
+// when it is missing; the returned backfill delivers what a new slot will
+// not stream (end it when the session ends).
+func (r *Relay) openStream(ctx context.Context, pub *kafka.Publisher) (*cdc.Stream, *slotBackfill, error) {
+	cfg := cdc.Config{
+		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
+		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover, Timeout: r.cfg.ReplicationTimeout,
+	}
+	backfill := r.hookBackfill(ctx, &cfg, pub)
+	stream, err := cdc.Open(ctx, cfg)
+	if err != nil {
+		backfill.end()
+		return nil, nil, err
+	}
+	return stream, backfill, nil
 }
 
 // silent handles a stream that heard nothing from the server for the
