@@ -8,6 +8,7 @@ require (
 	github.com/eapache/go-resiliency v1.7.0
 	github.com/jackc/pglogrepl v0.0.0-20250509230407-a9884f6bd75a
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/magiconair/properties v1.18.12
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

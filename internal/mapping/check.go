@@ -1,0 +1,133 @@
+package mapping
+
+import (
+	"context"
+	_ "embed" // the statements
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-relay/outbox-relay/cdc"
+)
+
+var (
+	//go:embed sql/columns.sql
+	columnsSQL string
+	//go:embed sql/published.sql
+	publishedSQL string
+)
+
+// Querier runs the catalog queries: a *pgx.Conn, a pool or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// BadConfig lists everything wrong with the mapped tables at once.
+type BadConfig struct{ Problems []string }
+
+func (b *BadConfig) Error() string {
+	return fmt.Sprintf("the table mapping does not fit the database (%d problem(s)):\n  %s",
+		len(b.Problems), strings.Join(b.Problems, "\n  "))
+}
+
+// Check reads each mapped table from the catalog and checks its mapping:
+// every column exists with a type the relay can read, the id column is
+// unique, the table is in the publication. It remembers which columns are
+// NOT NULL (the JSON converter's schemas say so). Problems come back as
+// *BadConfig; a failed query as itself.
+func Check(ctx context.Context, db Querier, publication string, tables []*Table) error {
+	bad := &BadConfig{}
+	for _, t := range tables {
+		if t.IsEvents() {
+			continue
+		}
+		problems, err := t.check(ctx, db, publication)
+		if err != nil {
+			return err
+		}
+		bad.Problems = append(bad.Problems, problems...)
+	}
+	if len(bad.Problems) > 0 {
+		return bad
+	}
+	return nil
+}
+
+type catalogColumn struct {
+	oid                        uint32
+	notNull, unique, generated bool
+}
+
+func (t *Table) check(ctx context.Context, db Querier, publication string) ([]string, error) {
+	rows, err := db.Query(ctx, columnsSQL, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
+	}
+	cols := map[string]catalogColumn{}
+	var rel cdc.Relation
+	for rows.Next() {
+		var name string
+		var oid int64
+		var c catalogColumn
+		if err := rows.Scan(&name, &oid, &c.notNull, &c.unique, &c.generated); err != nil {
+			return nil, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
+		}
+		c.oid = uint32(oid) //nolint:gosec // an OID
+		cols[name] = c
+		rel.Columns = append(rel.Columns, cdc.Column{Name: name, TypeOID: c.oid})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
+	}
+	where := t.Origin
+	if len(cols) == 0 {
+		return []string{fmt.Sprintf("%s: table %s does not exist (or is not a table)", where, t.QualifiedName())}, nil
+	}
+	var problems []string
+	t.notNull = map[string]bool{}
+	for _, u := range t.Columns() {
+		c, ok := cols[u.Column]
+		option := t.option(u.Use)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s: %s names column %q (%s), which %s does not have",
+				where, option, u.Column, u.Use, t.QualifiedName()))
+			continue
+		case c.generated:
+			problems = append(problems, fmt.Sprintf("%s: %s: column %q of %s is generated; the stream does not carry it",
+				where, option, u.Column, t.QualifiedName()))
+		}
+		if err := readable(u, c.oid, t); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %s: %v", where, option, err))
+		}
+		if u.Use == "id" && !c.unique {
+			problems = append(problems, fmt.Sprintf("%s: %s: column %q of %s is not unique: give it a primary key or unique index of its own",
+				where, option, u.Column, t.QualifiedName()))
+		}
+		t.notNull[u.Column] = c.notNull
+	}
+	var published bool
+	if err := db.QueryRow(ctx, publishedSQL, publication, t.Schema, t.Name).Scan(&published); err != nil {
+		return nil, fmt.Errorf("reading publication %q: %w", publication, err)
+	}
+	if !published {
+		problems = append(problems, fmt.Sprintf("%s: table %s is not in publication %s; run: ALTER PUBLICATION %s ADD TABLE %s",
+			where, t.QualifiedName(), publication, pgx.Identifier{publication}.Sanitize(), t.Ident()))
+	}
+	return problems, nil
+}
+
+// option names the configuration option behind a use of a column.
+func (t *Table) option(use string) string {
+	if o := t.Options[use]; o != "" {
+		return o
+	}
+	if strings.HasPrefix(use, "placed as ") {
+		if o := t.Options["placed"]; o != "" {
+			return o
+		}
+	}
+	return use
+}

@@ -1,0 +1,448 @@
+package mapping
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/magiconair/properties"
+)
+
+// EventRouter is the class of Debezium's outbox transform.
+const EventRouter = "io.debezium.transforms.outbox.EventRouter"
+
+// Connector classes and converters a Debezium configuration may name.
+const (
+	postgresConnector = "io.debezium.connector.postgresql.PostgresConnector"
+	jsonConverter     = "org.apache.kafka.connect.json.JsonConverter"
+	stringConverter   = "org.apache.kafka.connect.storage.StringConverter"
+	byteConverter     = "org.apache.kafka.connect.converters.ByteArrayConverter"
+	simpleHeaders     = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
+)
+
+// Debezium is what the relay takes from a Debezium connector's
+// configuration.
+type Debezium struct {
+	Tables []*Table
+	// DatabaseURL is built from database.* when they name a host; its
+	// password is the file's, so it is a secret.
+	DatabaseURL string
+	// Notes say, one per option, what the relay does with options that do
+	// not change what it publishes (logged at start).
+	Notes []string
+}
+
+// Unsupported lists options of a Debezium configuration the relay does not
+// support: the relay refuses to start rather than ignore them.
+type Unsupported struct {
+	File    string
+	Options []string // "option: why"
+}
+
+func (u *Unsupported) Error() string {
+	return fmt.Sprintf("--debezium-config %s: %d option(s) the relay does not support:\n  %s",
+		u.File, len(u.Options), strings.Join(u.Options, "\n  "))
+}
+
+// Debezium's defaults for the outbox transform (Debezium 2 and 3).
+var routerDefaults = map[string]string{
+	"table.field.event.id":              "id",
+	"table.field.event.key":             "aggregateid",
+	"table.field.event.payload":         "payload",
+	"table.field.event.timestamp":       "",
+	"route.by.field":                    "aggregatetype",
+	"route.topic.regex":                 "(?<routedByValue>.*)",
+	"route.topic.replacement":           "outbox.event.${routedByValue}",
+	"table.fields.additional.placement": "",
+	"route.tombstone.on.empty.payload":  "false",
+	"table.expand.json.payload":         "false",
+	// Options whose only effect the relay has anyway.
+	"table.fields.additional.error.on.missing": "true",
+	"debezium.op.invalid.behavior":             "warn",
+	"table.json.payload.null.behavior":         "ignore",
+}
+
+// Connector options that change nothing the relay publishes, with what the
+// relay does instead.
+var connectorNotes = map[string]string{
+	"name":                        "the connector's name",
+	"connector.class":             "",
+	"tasks.max":                   "one relay streams one slot",
+	"topic.prefix":                "outbox topics come from the transform, not the prefix",
+	"database.server.name":        "outbox topics come from the transform, not the server name",
+	"plugin.name":                 "the relay always decodes pgoutput",
+	"slot.name":                   "the relay uses its own slot (--slot); Debezium's is left alone",
+	"publication.name":            "the relay uses its own publication (--publication)",
+	"publication.autocreate.mode": "the relay checks its publication at start",
+	"snapshot.mode":               "the relay relays inserts from its slot's creation on (see README: Coming from Debezium)",
+	"tombstones.on.delete":        "the relay publishes inserts only",
+	"heartbeat.interval.ms":       "the relay confirms its slot itself (--status-interval)",
+	"include.schema.changes":      "the relay publishes outbox events only",
+	"schema.include.list":         "the tables come from table.include.list",
+	"slot.drop.on.stop":           "the relay keeps its slot",
+	"max.batch.size":              "see --batch-size",
+	"max.queue.size":              "see --max-in-flight",
+	"poll.interval.ms":            "the relay streams without polling",
+	"time.precision.mode":         "timestamps are read as timestamps",
+	"decimal.handling.mode":       "numeric columns are refused at start",
+	"errors.tolerance":            "a bad event becomes FAILED; the stream goes on",
+	"errors.log.enable":           "a FAILED event is logged",
+	"errors.log.include.messages": "a FAILED event is logged",
+	"header.converter":            "",
+	"database.hostname":           "", "database.port": "", "database.user": "", "database.password": "",
+	"database.dbname": "", "database.sslmode": "", "database.sslrootcert": "", "database.sslcert": "",
+	"database.sslkey": "", "database.sslpassword": "",
+	"table.include.list": "", "table.whitelist": "", "transforms": "",
+	"key.converter": "", "value.converter": "",
+	"key.converter.schemas.enable": "", "value.converter.schemas.enable": "",
+}
+
+// LoadDebezium reads a Debezium connector's configuration: its JSON as
+// posted to Kafka Connect ({"name": ..., "config": {...}} or the config
+// object alone) or a .properties file.
+func LoadDebezium(path string) (*Debezium, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--debezium-config: %w", err)
+	}
+	cfg, err := debeziumOptions(path, raw)
+	if err != nil {
+		return nil, fmt.Errorf("--debezium-config %s: %w", path, err)
+	}
+	return ParseDebezium(path, cfg)
+}
+
+// debeziumOptions reads the file's options as strings.
+func debeziumOptions(path string, raw []byte) (map[string]string, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		var doc map[string]any
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			return nil, fmt.Errorf("not valid JSON: %w", err)
+		}
+		if inner, ok := doc["config"].(map[string]any); ok {
+			doc = inner
+		}
+		cfg := map[string]string{}
+		for k, v := range doc {
+			switch v := v.(type) {
+			case string:
+				cfg[k] = v
+			case json.Number, bool:
+				cfg[k] = fmt.Sprint(v)
+			default:
+				return nil, fmt.Errorf("option %q is not a string, number or boolean", k)
+			}
+		}
+		return cfg, nil
+	}
+	if ext := filepath.Ext(path); ext == ".json" {
+		return nil, errors.New("not valid JSON: it does not start with {")
+	}
+	p, err := properties.Load(raw, properties.UTF8)
+	if err != nil {
+		return nil, fmt.Errorf("not a .properties file: %w", err)
+	}
+	p.DisableExpansion = true
+	return p.Map(), nil
+}
+
+// ParseDebezium takes the tables and their mapping from a connector's
+// options, with Debezium's defaults for every option not set. Options the
+// relay does not support are returned together as *Unsupported.
+func ParseDebezium(file string, cfg map[string]string) (*Debezium, error) {
+	p := &debeziumParser{file: file, cfg: cfg, used: map[string]bool{}}
+	d := &Debezium{}
+	if class := p.get("connector.class"); class != postgresConnector {
+		p.unsupported("connector.class", fmt.Sprintf("%q: the relay reads PostgreSQL (%s)", class, postgresConnector))
+	}
+	router := p.router()
+	names := p.tableNames()
+	keyConv := p.converter("key")
+	valueConv := p.converter("value")
+	if router != "" {
+		for _, name := range names {
+			t := p.table(router, name)
+			t.KeyConverter, t.ValueConverter = keyConv, valueConv
+			p.combinations(t, "transforms."+router+".")
+			d.Tables = append(d.Tables, t)
+		}
+		if len(names) == 0 && p.get("table.include.list") == "" && p.get("table.whitelist") == "" {
+			p.unsupported("table.include.list", "not set: name the outbox table(s)")
+		}
+	}
+	if hc := p.get("header.converter"); hc != "" && hc != simpleHeaders && hc != stringConverter {
+		p.unsupported("header.converter", fmt.Sprintf("%q: headers are written as strings (%s)", hc, simpleHeaders))
+	}
+	d.DatabaseURL = p.databaseURL()
+	for k, v := range cfg {
+		if p.used[k] {
+			continue
+		}
+		note, known := connectorNotes[k]
+		switch {
+		case !known:
+			p.unsupported(k, "not an option the relay knows")
+		case note != "":
+			d.Notes = append(d.Notes, fmt.Sprintf("%s=%s: %s", k, Redact(k, v), note))
+		}
+	}
+	slices.Sort(d.Notes)
+	if len(p.bad) > 0 {
+		slices.Sort(p.bad)
+		return nil, &Unsupported{File: file, Options: p.bad}
+	}
+	for _, t := range d.Tables {
+		if err := t.validate(); err != nil {
+			return nil, fmt.Errorf("--debezium-config %s: %w", file, err)
+		}
+	}
+	return d, nil
+}
+
+// Redact hides the value of an option that holds a secret.
+func Redact(option, value string) string {
+	if strings.Contains(option, "password") || strings.Contains(option, "secret") || strings.HasSuffix(option, ".key") {
+		return "xxxxx"
+	}
+	return value
+}
+
+type debeziumParser struct {
+	file string
+	cfg  map[string]string
+	used map[string]bool
+	bad  []string
+}
+
+func (p *debeziumParser) get(k string) string {
+	p.used[k] = true
+	return strings.TrimSpace(p.cfg[k])
+}
+
+func (p *debeziumParser) unsupported(option, why string) {
+	p.used[option] = true
+	p.bad = append(p.bad, option+": "+why)
+}
+
+// router returns the name of the EventRouter transform, checking that it is
+// the only transform.
+func (p *debeziumParser) router() string {
+	list := p.get("transforms")
+	var router string
+	for _, name := range strings.Split(list, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		prefix := "transforms." + name + "."
+		class := p.get(prefix + "type")
+		if class == EventRouter && router == "" {
+			router = name
+			continue
+		}
+		for k := range p.cfg {
+			if strings.HasPrefix(k, prefix) {
+				p.used[k] = true
+			}
+		}
+		p.unsupported("transforms."+name, fmt.Sprintf("%q: the relay runs one transform, Debezium's %s", class, EventRouter))
+	}
+	if router == "" {
+		p.unsupported("transforms", fmt.Sprintf("no transform of type %s: the relay relays outbox tables only", EventRouter))
+	}
+	return router
+}
+
+// tableNames reads table.include.list: plain names, not patterns.
+func (p *debeziumParser) tableNames() []string {
+	option := "table.include.list"
+	list := p.get(option)
+	if list == "" {
+		if list = p.get("table.whitelist"); list != "" {
+			option = "table.whitelist"
+		}
+	}
+	plain := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\\?\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
+	var names []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if !plain.MatchString(n) {
+			p.unsupported(option, fmt.Sprintf("%q is a pattern: name each table as schema.table", n))
+			continue
+		}
+		names = append(names, strings.ReplaceAll(n, `\.`, "."))
+	}
+	return names
+}
+
+// converter reads key.converter or value.converter. Unset, it is Kafka
+// Connect's worker default, JsonConverter with schemas.
+func (p *debeziumParser) converter(which string) Converter {
+	option := which + ".converter"
+	class := p.get(option)
+	schemas := p.get(option + ".schemas.enable")
+	for k := range p.cfg {
+		if strings.HasPrefix(k, option+".") && k != option+".schemas.enable" {
+			p.unsupported(k, "converter settings other than schemas.enable are not supported")
+		}
+	}
+	switch class {
+	case "", jsonConverter:
+		switch strings.ToLower(schemas) {
+		case "", "true":
+			return JSONSchema
+		case "false":
+			return JSON
+		}
+		p.unsupported(option+".schemas.enable", fmt.Sprintf("%q: want true or false", schemas))
+	case stringConverter:
+		return String
+	case byteConverter, "io.debezium.converters.BinaryDataConverter", "io.debezium.converters.ByteBufferConverter":
+		return Bytes
+	default:
+		p.unsupported(option, fmt.Sprintf("%q: the relay writes %s, %s and %s", class, stringConverter, jsonConverter, byteConverter))
+	}
+	return JSON
+}
+
+// table maps one table with the router's options.
+func (p *debeziumParser) table(router, name string) *Table {
+	prefix := "transforms." + router + "."
+	opt := func(k string) string {
+		if v, ok := p.cfg[prefix+k]; ok {
+			p.used[prefix+k] = true
+			return strings.TrimSpace(v)
+		}
+		return routerDefaults[k]
+	}
+	for k := range p.cfg {
+		if !strings.HasPrefix(k, prefix) || k == prefix+"type" {
+			continue
+		}
+		o := strings.TrimPrefix(k, prefix)
+		if _, ok := routerDefaults[o]; !ok {
+			why := "not an option of the outbox transform the relay supports"
+			if strings.HasPrefix(o, "tracing.") {
+				why = "trace context is not supported yet"
+			}
+			p.unsupported(k, why)
+		}
+	}
+	t := &Table{Origin: "--debezium-config " + p.file, IDHeader: "id", Options: map[string]string{
+		"id": prefix + "table.field.event.id", "key": prefix + "table.field.event.key",
+		"payload": prefix + "table.field.event.payload", "timestamp": prefix + "table.field.event.timestamp",
+		"topic": prefix + "route.by.field", "placed": prefix + "table.fields.additional.placement",
+	}}
+	var err error
+	if t.Schema, t.Name, err = SplitName(name); err != nil {
+		p.unsupported("table.include.list", err.Error())
+	}
+	t.ID = opt("table.field.event.id")
+	t.Key = opt("table.field.event.key")
+	t.Payload = opt("table.field.event.payload")
+	t.Timestamp = opt("table.field.event.timestamp")
+	t.Topic = "${" + opt("route.by.field") + "}"
+	re := strings.ReplaceAll(opt("route.topic.regex"), "(?<", "(?P<")
+	if t.TopicRegex, err = regexp.Compile(re); err != nil {
+		p.unsupported(prefix+"route.topic.regex", err.Error())
+	}
+	t.TopicReplacement = opt("route.topic.replacement")
+	if t.ExpandJSON, err = strconv.ParseBool(opt("table.expand.json.payload")); err != nil {
+		p.unsupported(prefix+"table.expand.json.payload", "want true or false")
+	}
+	if _, err := strconv.ParseBool(opt("route.tombstone.on.empty.payload")); err != nil {
+		p.unsupported(prefix+"route.tombstone.on.empty.payload", "want true or false")
+	}
+	if v := opt("table.fields.additional.error.on.missing"); v != "true" {
+		p.unsupported(prefix+"table.fields.additional.error.on.missing", "a missing column always stops the relay at start")
+	}
+	p.placements(t, prefix, opt("table.fields.additional.placement"))
+	return t
+}
+
+// combinations refuses transform options that the value converter cannot
+// serve as Debezium would.
+func (p *debeziumParser) combinations(t *Table, prefix string) {
+	if t.ExpandJSON && t.ValueConverter == JSONSchema {
+		p.unsupported(prefix+"table.expand.json.payload",
+			"with value.converter.schemas.enable=true Debezium infers a schema from each payload, which the relay does not; "+
+				"set value.converter.schemas.enable=false")
+	}
+	for _, pl := range t.Placements {
+		if pl.Envelope && t.ValueConverter != JSON {
+			p.unsupported(prefix+"table.fields.additional.placement",
+				fmt.Sprintf("%s:envelope needs value.converter=%s with schemas.enable=false (the relay writes the envelope as JSON); the converter is %s",
+					pl.Column, jsonConverter, t.ValueConverter))
+			return
+		}
+	}
+}
+
+// placements reads table.fields.additional.placement: column:placement[:alias],...
+func (p *debeziumParser) placements(t *Table, prefix, list string) {
+	option := prefix + "table.fields.additional.placement"
+	for _, item := range strings.Split(list, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		parts := strings.Split(item, ":")
+		if len(parts) < 2 || len(parts) > 3 {
+			p.unsupported(option, fmt.Sprintf("%q: want column:placement[:alias]", item))
+			continue
+		}
+		pl := Placement{Column: parts[0], Alias: parts[0]}
+		if len(parts) == 3 {
+			pl.Alias = parts[2]
+		}
+		switch parts[1] {
+		case "header":
+		case "envelope":
+			pl.Envelope = true
+		case "partition":
+			p.unsupported(option, fmt.Sprintf("%q: the partition placement is not supported yet (the relay places by key)", item))
+			continue
+		default:
+			p.unsupported(option, fmt.Sprintf("%q: placement %q is not header, envelope or partition", item, parts[1]))
+			continue
+		}
+		t.Placements = append(t.Placements, pl)
+	}
+}
+
+// databaseURL builds a connection URL from database.*, or "" without a host.
+func (p *debeziumParser) databaseURL() string {
+	host := p.get("database.hostname")
+	if host == "" {
+		return ""
+	}
+	u := &url.URL{Scheme: "postgres", Host: host, Path: "/" + p.get("database.dbname")}
+	if port := p.get("database.port"); port != "" {
+		u.Host += ":" + port
+	}
+	user, pass := p.get("database.user"), p.get("database.password")
+	if pass != "" {
+		u.User = url.UserPassword(user, pass)
+	} else if user != "" {
+		u.User = url.User(user)
+	}
+	q := url.Values{}
+	for _, k := range []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword"} {
+		if v := p.get("database." + k); v != "" {
+			q.Set(k, v)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}

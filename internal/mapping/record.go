@@ -1,0 +1,438 @@
+package mapping
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/cdc"
+)
+
+// PostgreSQL type OIDs a mapping reads.
+const (
+	oidBool        = 16
+	oidBytea       = 17
+	oidName        = 19
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
+	oidText        = 25
+	oidJSON        = 114
+	oidBpchar      = 1042
+	oidVarchar     = 1043
+	oidTimestamp   = 1114
+	oidTimestamptz = 1184
+	oidUUID        = 2950
+	oidJSONB       = 3802
+)
+
+// Header is one Kafka header a mapping places.
+type Header struct {
+	Name  string
+	Value []byte
+}
+
+// Record is what one row becomes on Kafka.
+type Record struct {
+	// ID is the id column's text; EventID derives the status row's id from it.
+	ID    string
+	Topic string
+	// Key is the record's key as its converter writes it; OrderKey is the
+	// key column's text, the key of per-key order. Both nil without a key.
+	Key, OrderKey []byte
+	Value         []byte // nil: a tombstone
+	// Headers come first, in order: the id header, then placed columns.
+	Headers []Header
+	// HeadersJSON is the headers column (a JSON object), or nil.
+	HeadersJSON []byte
+	EventType   []byte
+	Timestamp   time.Time
+}
+
+// Bound is a Table read against one version of its relation, as pgoutput
+// described it. Columns are found by name.
+type Bound struct {
+	t       *Table
+	rel     *cdc.Relation
+	notNull map[string]bool
+	idx     map[string]int
+}
+
+// Bind finds t's columns in rel. Check must have run: it read which columns
+// are NOT NULL, for the JSON converter's schemas.
+func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
+	b := &Bound{t: t, rel: rel, notNull: t.notNull, idx: map[string]int{}}
+	for _, u := range t.Columns() {
+		i := rel.ColumnIndex(u.Column)
+		if i < 0 {
+			return nil, fmt.Errorf("table %s: column %q (%s) is not in the stream; is it a generated column, or was it dropped?",
+				t.QualifiedName(), u.Column, u.Use)
+		}
+		if err := readable(u, rel.Columns[i].TypeOID, t); err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.QualifiedName(), err)
+		}
+		b.idx[u.Column] = i
+	}
+	return b, nil
+}
+
+// EventID is the status row id of the event id in table: the first 16
+// bytes of SHA-256 over the table's name, a zero byte and the id's text,
+// marked as a version 8 UUID. outbox.event_id(table, id) computes the same.
+func EventID(table, id string) [16]byte {
+	h := sha256.New()
+	h.Write([]byte(table))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x80
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
+
+// Record reads one inserted row, values in binary format. The row's id is
+// read even when Record fails, so that the event can be recorded FAILED.
+func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
+	t := b.t
+	var r Record
+	id, err := b.text(t.ID, values)
+	if err != nil {
+		return r, err
+	}
+	if id == nil {
+		return r, fmt.Errorf("id column %s is NULL", t.ID)
+	}
+	r.ID = string(id)
+	if r.Topic, err = b.topic(values); err != nil {
+		return r, err
+	}
+	if t.Key != "" {
+		if r.OrderKey, err = b.text(t.Key, values); err != nil {
+			return r, err
+		}
+		if r.OrderKey != nil {
+			r.Key = b.convert(t.Key, values, t.KeyConverter, false)
+		}
+	}
+	if r.Value, err = b.value(values); err != nil {
+		return r, err
+	}
+	if t.IDHeader != "" {
+		r.Headers = append(r.Headers, Header{Name: t.IDHeader, Value: id})
+	}
+	for _, p := range t.Placements {
+		if p.Envelope {
+			continue
+		}
+		v, err := b.text(p.Column, values)
+		if err != nil {
+			return r, err
+		}
+		if v != nil {
+			r.Headers = append(r.Headers, Header{Name: p.Alias, Value: v})
+		}
+	}
+	if t.Headers != "" {
+		if v := values[b.idx[t.Headers]]; v != nil {
+			r.HeadersJSON, _ = b.text(t.Headers, values)
+		}
+	}
+	if t.EventType != "" {
+		if r.EventType, err = b.text(t.EventType, values); err != nil {
+			return r, err
+		}
+	}
+	r.Timestamp = commitTime
+	if t.Timestamp != "" {
+		if ts, ok := b.time(t.Timestamp, values); ok {
+			r.Timestamp = ts
+		}
+	}
+	return r, nil
+}
+
+// topic fills the template and applies the regex.
+func (b *Bound) topic(values [][]byte) (string, error) {
+	t := b.t
+	var firstErr error
+	topic := templateRef.ReplaceAllStringFunc(t.Topic, func(ref string) string {
+		col := ref[2 : len(ref)-1]
+		v, err := b.text(col, values)
+		if err == nil && v == nil {
+			err = fmt.Errorf("column %s, which names the topic, is NULL", col)
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		return string(v)
+	})
+	if firstErr != nil {
+		return "", firstErr
+	}
+	if t.TopicRegex != nil {
+		m := t.TopicRegex.FindStringSubmatchIndex(topic)
+		if m == nil || m[0] != 0 || m[1] != len(topic) {
+			return "", fmt.Errorf("route value %q does not match route.topic.regex %q", topic, t.TopicRegex)
+		}
+		topic = string(t.TopicRegex.ExpandString(nil, t.TopicReplacement, topic, m))
+	}
+	if topic == "" {
+		return "", errors.New("the topic is empty")
+	}
+	return topic, nil
+}
+
+// value is the record's value: the payload, in an envelope with placed
+// columns when there are any, through the value converter.
+func (b *Bound) value(values [][]byte) ([]byte, error) {
+	t := b.t
+	if values[b.idx[t.Payload]] == nil {
+		return nil, nil // a tombstone
+	}
+	payload := b.convert(t.Payload, values, t.ValueConverter, t.ExpandJSON)
+	if t.ExpandJSON && t.ValueConverter == JSON && !json.Valid(payload) {
+		return nil, fmt.Errorf("payload column %s is not valid JSON (table.expand.json.payload is on)", t.Payload)
+	}
+	var env []Placement
+	for _, p := range t.Placements {
+		if p.Envelope {
+			env = append(env, p)
+		}
+	}
+	if len(env) == 0 {
+		return payload, nil
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"payload":`)
+	buf.Write(payload)
+	for _, p := range env {
+		buf.WriteByte(',')
+		buf.Write(jsonString([]byte(p.Alias)))
+		buf.WriteByte(':')
+		if values[b.idx[p.Column]] == nil {
+			buf.WriteString("null")
+		} else {
+			buf.Write(b.convert(p.Column, values, JSON, false))
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// convert serializes a non-NULL column as conv does.
+func (b *Bound) convert(col string, values [][]byte, conv Converter, expand bool) []byte {
+	i := b.idx[col]
+	oid := b.rel.Columns[i].TypeOID
+	v := values[i]
+	text, _ := b.text(col, values)
+	switch conv {
+	case Raw, Bytes, String:
+		if oid == oidBytea {
+			return v
+		}
+		return text
+	case JSON:
+		return jsonOf(oid, v, text, expand)
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"schema":`)
+	buf.WriteString(schemaOf(oid, !b.notNull[col]))
+	buf.WriteString(`,"payload":`)
+	buf.Write(jsonOf(oid, v, text, false))
+	buf.WriteByte('}')
+	return buf.Bytes()
+}
+
+// jsonOf is a column's JSON value as Kafka Connect's JsonConverter writes
+// the type Debezium gives the column.
+func jsonOf(oid uint32, v, text []byte, expand bool) []byte {
+	switch oid {
+	case oidInt2, oidInt4, oidInt8, oidBool:
+		return text
+	case oidBytea:
+		return jsonString([]byte(base64.StdEncoding.EncodeToString(v)))
+	case oidJSON, oidJSONB:
+		if expand {
+			var buf bytes.Buffer
+			if json.Compact(&buf, text) == nil {
+				return buf.Bytes()
+			}
+			return text // not JSON: Record says so
+		}
+	}
+	return jsonString(text)
+}
+
+// schemaOf is a column's Kafka Connect schema as JsonConverter writes it
+// (type, optional, then name and version for Debezium's semantic types).
+func schemaOf(oid uint32, optional bool) string {
+	typ, name := "string", ""
+	switch oid {
+	case oidInt2:
+		typ = "int16"
+	case oidInt4:
+		typ = "int32"
+	case oidInt8:
+		typ = "int64"
+	case oidBool:
+		typ = "boolean"
+	case oidBytea:
+		typ = "bytes"
+	case oidUUID:
+		name = "io.debezium.data.Uuid"
+	case oidJSON, oidJSONB:
+		name = "io.debezium.data.Json"
+	}
+	s := `{"type":"` + typ + `","optional":` + strconv.FormatBool(optional)
+	if name != "" {
+		s += `,"name":"` + name + `","version":1`
+	}
+	return s + "}"
+}
+
+// jsonString encodes s as a JSON string, without escaping <, > and &, as
+// Jackson does.
+func jsonString(s []byte) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(string(s))
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// text reads a column as text: nil for NULL.
+func (b *Bound) text(col string, values [][]byte) ([]byte, error) {
+	i := b.idx[col]
+	v := values[i]
+	if v == nil {
+		return nil, nil
+	}
+	switch oid := b.rel.Columns[i].TypeOID; oid {
+	case oidText, oidVarchar, oidBpchar, oidName, oidJSON, oidBytea:
+		return v, nil
+	case oidJSONB:
+		if len(v) == 0 || v[0] != 1 {
+			return nil, fmt.Errorf("column %s: jsonb in an unknown binary format version", col)
+		}
+		return v[1:], nil
+	case oidUUID:
+		if len(v) != 16 {
+			return nil, fmt.Errorf("column %s: a uuid of %d bytes", col, len(v))
+		}
+		return formatUUID(v), nil
+	case oidInt2, oidInt4, oidInt8:
+		n, ok := integer(v)
+		if !ok {
+			return nil, fmt.Errorf("column %s: an integer of %d bytes", col, len(v))
+		}
+		return strconv.AppendInt(nil, n, 10), nil
+	case oidBool:
+		if len(v) != 1 {
+			return nil, fmt.Errorf("column %s: a boolean of %d bytes", col, len(v))
+		}
+		return strconv.AppendBool(nil, v[0] != 0), nil
+	default:
+		return nil, fmt.Errorf("column %s has type %s, which the relay cannot read", col, TypeName(oid))
+	}
+}
+
+// time reads a timestamp column: timestamptz, timestamp (UTC) or bigint
+// milliseconds since the epoch.
+func (b *Bound) time(col string, values [][]byte) (time.Time, bool) {
+	i := b.idx[col]
+	v := values[i]
+	if len(v) != 8 {
+		return time.Time{}, false
+	}
+	n := int64(binary.BigEndian.Uint64(v)) //nolint:gosec // a signed column
+	switch b.rel.Columns[i].TypeOID {
+	case oidTimestamptz, oidTimestamp:
+		return cdc.PgTime(n), true
+	case oidInt8:
+		return time.UnixMilli(n), true
+	}
+	return time.Time{}, false
+}
+
+func integer(v []byte) (int64, bool) {
+	switch len(v) {
+	case 2:
+		return int64(int16(binary.BigEndian.Uint16(v))), true //nolint:gosec // two's complement
+	case 4:
+		return int64(int32(binary.BigEndian.Uint32(v))), true //nolint:gosec // two's complement
+	case 8:
+		return int64(binary.BigEndian.Uint64(v)), true //nolint:gosec // two's complement
+	}
+	return 0, false
+}
+
+func formatUUID(v []byte) []byte {
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, c := range v {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hex[c>>4], hex[c&0xf])
+	}
+	return out
+}
+
+// readable checks that a column of type oid can serve use.
+func readable(u ColumnUse, oid uint32, t *Table) error {
+	textual := map[uint32]bool{oidText: true, oidVarchar: true, oidBpchar: true, oidName: true, oidUUID: true,
+		oidInt2: true, oidInt4: true, oidInt8: true, oidBool: true, oidJSON: true, oidJSONB: true}
+	var ok bool
+	want := "text, varchar, uuid, an integer, boolean, json or jsonb"
+	switch u.Use {
+	case "id":
+		ok, want = oid == oidUUID || oid == oidInt8 || oid == oidInt4 || oid == oidText || oid == oidVarchar,
+			"uuid, bigint, integer, text or varchar"
+	case "payload", "key":
+		conv := t.ValueConverter
+		if u.Use == "key" {
+			conv = t.KeyConverter
+		}
+		switch conv {
+		case Bytes:
+			ok, want = oid == oidBytea, "bytea (the converter is ByteArrayConverter)"
+		case String:
+			ok = textual[oid]
+			want += " (the converter is StringConverter)"
+		default:
+			ok, want = textual[oid] || oid == oidBytea, want+" or bytea"
+		}
+	case "timestamp":
+		ok, want = oid == oidTimestamptz || oid == oidTimestamp || oid == oidInt8,
+			"timestamptz, timestamp or bigint (milliseconds since 1970)"
+	case "headers":
+		ok, want = oid == oidJSONB || oid == oidJSON, "jsonb or json (an object of string values)"
+	default: // event type, topic, placed columns
+		ok = textual[oid]
+	}
+	if !ok {
+		return fmt.Errorf("column %q (%s) has type %s; the relay reads %s", u.Column, u.Use, TypeName(oid), want)
+	}
+	return nil
+}
+
+// TypeName names the common built-in types for error messages.
+func TypeName(oid uint32) string {
+	names := map[uint32]string{
+		oidBool: "boolean", oidInt8: "bigint", oidInt2: "smallint", oidInt4: "integer", 142: "xml", 700: "real",
+		701: "double precision", 1700: "numeric", oidUUID: "uuid", oidTimestamptz: "timestamptz",
+		oidTimestamp: "timestamp", oidBytea: "bytea", oidText: "text", oidJSON: "json", oidJSONB: "jsonb",
+		oidVarchar: "varchar", oidBpchar: "character", oidName: "name", 1082: "date", 869: "inet",
+	}
+	if n, ok := names[oid]; ok {
+		return n
+	}
+	return fmt.Sprintf("oid %d", oid)
+}
