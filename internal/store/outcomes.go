@@ -60,6 +60,8 @@ type Outcomes struct {
 	// written: InsertOutcomes has written o before, so its visible rows
 	// exist (a retry for events that were not visible yet).
 	written bool
+	// copies are the records of o's mapped events (AddCopy).
+	copies copies
 }
 
 // Reset empties o, keeping its memory.
@@ -70,6 +72,7 @@ func (o *Outcomes) Reset() {
 	o.delaysMS, o.maxAttempt = o.delaysMS[:0], o.maxAttempt[:0]
 	o.lsns, o.positions = o.lsns[:0], o.positions[:0]
 	o.unsent, o.written = 0, false
+	o.copies.reset()
 }
 
 // Len is the number of outcomes in o.
@@ -135,9 +138,18 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 		return 0, nil
 	}
 	sentOnly := o.unsent == 0 && !o.written && !s.inTx && time.Now().UnixNano() >= s.sentConflict.Load()
+	sentSQL, outcomesSQL := insertSentSQL, insertOutcomesSQL
+	if len(o.copies.ids) > 0 {
+		if !o.written {
+			if err := s.insertCopies(ctx, o); err != nil {
+				return 0, err
+			}
+		}
+		sentSQL, outcomesSQL = insertSentMappedSQL, insertOutcomesMappedSQL
+	}
 	o.written = true
 	if sentOnly {
-		err = s.status.QueryRow(ctx, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
+		err = s.status.QueryRow(ctx, sentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
 			policy, s.now()).Scan(&visible)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
@@ -145,7 +157,7 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 		}
 		s.sentConflict.Store(time.Now().Add(sentConflictPause).UnixNano())
 	}
-	err = s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible)
+	err = s.status.QueryRow(ctx, outcomesSQL, o.args(true, policy, s.now())...).Scan(&visible)
 	return visible, statusesErr(o, err)
 }
 

@@ -51,12 +51,16 @@ type ClaimedRow struct {
 	RetryPolicy []byte // the stored policy's JSON; nil when the row has none
 	// PrevDelay is the wait that led to this attempt.
 	PrevDelay time.Duration
-	// Values are the event's columns in binary format.
-	Values [][]byte
+	// Values are the event's columns in binary format, all nil for a
+	// mapped event: its record is Copy.
+	Values  [][]byte
+	EventID [16]byte
+	Copy    *Copy // a mapped event's record; nil when it was purged
+	Mapped  bool
 }
 
 // claimColumns is how many relay_* columns precede the event's in claim.sql.
-const claimColumns = 7
+const claimColumns = 8
 
 // Claim takes up to limit due PENDING rows for instance (PROCESSING,
 // locked_by), skipping rows another instance holds, and returns them in
@@ -84,13 +88,41 @@ func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool
 			r.PrevDelay = time.Duration(int64(binary.BigEndian.Uint64(v))) * time.Millisecond
 		}
 		r.Values = values
+		copy(r.EventID[:], raw[7])
 		c.Rows = append(c.Rows, r)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming due rows: %w", err)
 	}
-	return c, nil
+	return c, s.attachCopies(ctx, c)
+}
+
+// attachCopies reads the records of c's mapped events.
+func (s *Store) attachCopies(ctx context.Context, c *Claimed) error {
+	var ids [][16]byte
+	id := c.Events.ColumnIndex("id")
+	for i := range c.Rows {
+		if r := &c.Rows[i]; id >= 0 && r.Values[id] == nil { // no outbox.events row
+			r.Mapped = true
+			ids = append(ids, r.EventID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	copies, err := s.Copies(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range c.Rows {
+		if r := &c.Rows[i]; r.Mapped {
+			if cp, ok := copies[r.EventID]; ok {
+				r.Copy = &cp
+			}
+		}
+	}
+	return nil
 }
 
 // eachEventRow reads rows of prefix relay columns followed by the columns of

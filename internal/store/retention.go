@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed" // the statements
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -14,12 +15,22 @@ var retentionSQL string
 // one at a time.
 const retentionLock = "outbox-relay/retention"
 
+// retentionCopiesSQL is retention.sql over the copies of mapped events
+// (outbox.mapped_events, whose deletion deletes their status rows too).
+// The application's own tables are never touched.
+var retentionCopiesSQL = strings.ReplaceAll(retentionSQL, "outbox.events", "outbox.mapped_events")
+
 // RetentionStep walks up to limit events created in [from, cutoff) and
-// deletes the SENT ones with their delivery rows. It returns how many it
+// deletes the SENT ones with their delivery rows: events of outbox.events,
+// or with copies, the copies of mapped events. It returns how many it
 // walked, the created_at of the last one (the next from) and how many it
 // deleted.
-func (s *Store) RetentionStep(ctx context.Context, from, cutoff time.Time, limit int) (walked int, last *time.Time, deleted int64, err error) {
-	err = s.db.QueryRow(ctx, retentionSQL, from, cutoff, limit).Scan(&walked, &last, &deleted)
+func (s *Store) RetentionStep(ctx context.Context, copies bool, from, cutoff time.Time, limit int) (walked int, last *time.Time, deleted int64, err error) {
+	sql := retentionSQL
+	if copies {
+		sql = retentionCopiesSQL
+	}
+	err = s.db.QueryRow(ctx, sql, from, cutoff, limit).Scan(&walked, &last, &deleted)
 	if err != nil {
 		return 0, nil, 0, fmt.Errorf("deleting delivered events: %w", err)
 	}

@@ -41,7 +41,9 @@
 --            taken compared every row with every other (4,000,000
 --            comparisons, 0.9 s, to claim 2,000), and events probed with
 --            id = ANY (...) prepared that array again for every row;
---   (final): each claimed row's event read by primary key.
+--   (final): each claimed row's event read by primary key; a row without
+--            one is a mapped event's, whose record Claim reads from
+--            outbox.mapped_events.
 -- At most $2 rows are taken: runs holds no more rows than cand. The LIMIT $2
 -- on runs and ready changes nothing but the planner's estimate: without it,
 -- LIMIT k.n per key read as a tenth of each key's rows, and on a queue the
@@ -112,6 +114,6 @@ WITH cand AS (
               d.commit_lsn AS relay_commit_lsn, d.tx_position AS relay_tx_position, d.seq AS relay_seq
 )
 SELECT c.relay_attempts, c.relay_max_attempts, c.relay_retry_policy, c.relay_prev_delay_ms,
-       c.relay_commit_lsn, c.relay_tx_position, c.relay_seq, e.*
-FROM claimed c JOIN outbox.events e ON e.id = c.event_id
-ORDER BY c.relay_seq, c.relay_commit_lsn NULLS FIRST, c.relay_tx_position NULLS FIRST, e.id
+       c.relay_commit_lsn, c.relay_tx_position, c.relay_seq, c.event_id AS relay_event_id, e.*
+FROM claimed c LEFT JOIN outbox.events e ON e.id = c.event_id
+ORDER BY c.relay_seq, c.relay_commit_lsn NULLS FIRST, c.relay_tx_position NULLS FIRST, c.event_id
