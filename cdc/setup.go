@@ -84,13 +84,13 @@ func Prepare(ctx context.Context, conn *pgx.Conn, cfg Config) (SlotInfo, error) 
 	if !hasTable {
 		return SlotInfo{}, fmt.Errorf("%w: table outbox.events does not exist; run `outbox-relay migrate` first", ErrSetup)
 	}
-	if err := preparePublication(ctx, conn, cfg.Publication); err != nil {
+	if err := preparePublication(ctx, conn, cfg.Publication, cfg.Tables); err != nil {
 		return SlotInfo{}, err
 	}
 	return prepareSlot(ctx, conn, cfg.Slot)
 }
 
-func preparePublication(ctx context.Context, conn *pgx.Conn, publication string) error {
+func preparePublication(ctx context.Context, conn *pgx.Conn, publication string, tables []string) error {
 	var pubInsert, hasEvents bool
 	err := conn.QueryRow(ctx, `
 		SELECT p.pubinsert,
@@ -105,7 +105,8 @@ func preparePublication(ctx context.Context, conn *pgx.Conn, publication string)
 		if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err == nil && version >= 180000 {
 			with += ", publish_generated_columns = stored"
 		}
-		_, err = conn.Exec(ctx, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE outbox.events WITH (%s)`, quoteIdent(publication), with))
+		list := strings.Join(append([]string{"outbox.events"}, tables...), ", ")
+		_, err = conn.Exec(ctx, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s WITH (%s)`, quoteIdent(publication), list, with))
 		if err != nil {
 			return fmt.Errorf("creating publication %q: %w", publication, err)
 		}

@@ -41,6 +41,10 @@ type Config struct {
 	Slot string
 	// Publication names the publication of outbox.events, created if missing.
 	Publication string
+	// Tables are the mapped tables (quoted, schema-qualified names) a
+	// publication the relay creates publishes beside outbox.events. An
+	// existing publication is left as it is.
+	Tables []string
 	// StatusInterval is how often the confirmed position is sent to the server.
 	StatusInterval time.Duration
 	// Timeout is how long the replication connection may stay silent

@@ -8,6 +8,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
 // PostgreSQL type OIDs the relay reads.
@@ -79,6 +80,8 @@ type event struct {
 	// order.
 	commitLSN uint64
 	txPos     int32
+	// copy is a mapped event's record, kept before its status row.
+	copy *store.Copy
 	// afterBackfill: e is queued behind the new slot's backfill (its key
 	// has events the backfill has yet to give a row), so its row waits
 	// until the backfill has finished (store.UntilBackfilled).

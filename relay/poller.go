@@ -371,6 +371,11 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	for i, row := range claimed.Rows {
+		if row.Mapped {
+			fillFromCopy(&b.events[i], row.EventID, row.Copy)
+		}
+	}
 	b.pending.Store(int32(len(b.events)) + 1)
 	p.msgs = b.messages(p.msgs[:0])
 	// A resend after the topic was created or the ACL granted must not

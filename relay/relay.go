@@ -20,6 +20,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/mapping"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/outage"
 	"github.com/outbox-relay/outbox-relay/internal/pgdial"
@@ -101,6 +102,9 @@ type Config struct {
 	DatabaseURL string
 	Slot        string
 	Publication string
+	// Tables are mapped tables the stream relays beside outbox.events
+	// (--tables-config, --debezium-config). outbox.events is always relayed.
+	Tables []*mapping.Table
 	// StatusInterval is how often the slot position is confirmed.
 	StatusInterval time.Duration
 	// ReplicationTimeout: when nothing at all arrives on the replication
@@ -222,6 +226,10 @@ func (c Config) Validate() error {
 	if c.Mode != ModeStream && c.Mode != ModePoll {
 		return fmt.Errorf("--mode: %q is not stream or poll", c.Mode)
 	}
+	if c.Mode == ModePoll && len(c.mapped()) > 0 {
+		return fmt.Errorf("--mode poll relays outbox.events only; mapped tables (%s) are relayed by the stream: use --mode stream",
+			c.mapped()[0].QualifiedName())
+	}
 	if c.OnInvalidSlot != InvalidSlotRecreate && c.OnInvalidSlot != InvalidSlotExit {
 		return fmt.Errorf("--on-invalid-slot: %q is not recreate or exit", c.OnInvalidSlot)
 	}
@@ -242,6 +250,17 @@ func (c Config) Validate() error {
 	}
 	_, err := c.Kafka.Sarama()
 	return err
+}
+
+// mapped returns the mapped tables other than outbox.events.
+func (c Config) mapped() []*mapping.Table {
+	var out []*mapping.Table
+	for _, t := range c.Tables {
+		if !t.IsEvents() {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)

@@ -88,11 +88,21 @@ func (r *retainer) release() {
 // with delivery.
 func (r *retainer) pass(ctx context.Context) {
 	cutoff := time.Now().Add(-r.age)
+	total := r.walk(ctx, false, cutoff) + r.walk(ctx, true, cutoff)
+	if total > 0 {
+		r.log.Info("retention: deleted delivered events with their delivery rows",
+			zap.Int64("events", total), zap.Time("created_before", cutoff))
+	}
+}
+
+// walk is one pass over outbox.events or, with copies, over the kept
+// records of mapped events; it returns how many it deleted.
+func (r *retainer) walk(ctx context.Context, copies bool, cutoff time.Time) int64 {
 	var from time.Time
 	var total int64
 	for ctx.Err() == nil {
 		start := time.Now()
-		walked, last, deleted, err := r.store.RetentionStep(ctx, from, cutoff, retentionBatch)
+		walked, last, deleted, err := r.store.RetentionStep(ctx, copies, from, cutoff, retentionBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("retention: deleting delivered events failed; trying again at the next pass", zap.Error(err))
@@ -113,8 +123,5 @@ func (r *retainer) pass(ctx context.Context) {
 			break
 		}
 	}
-	if total > 0 {
-		r.log.Info("retention: deleted delivered events with their delivery rows",
-			zap.Int64("events", total), zap.Time("created_before", cutoff))
-	}
+	return total
 }

@@ -142,7 +142,7 @@ type session struct {
 	// grow (and copy) their events slice up to --batch-size one doubling
 	// at a time.
 	lastLen int
-	layouts map[*cdc.Relation]*layout
+	layouts map[*cdc.Relation]filler
 
 	readDone  chan struct{} // closed when read has shipped its last batch
 	toProduce chan *batch
@@ -197,7 +197,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		r: r, pub: pub, stream: stream, tr: tr, win: newWindow(r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes),
 		replayUntil: stream.ReplayUntil(), ceiling: ceiling,
 		drain: drain, hard: hard, pgDown: outage.New(r.log, "postgres"),
-		layouts: map[*cdc.Relation]*layout{}, queue: newQueue(),
+		layouts: map[*cdc.Relation]filler{}, queue: newQueue(),
 		readDone:  make(chan struct{}),
 		toProduce: make(chan *batch, r.cfg.MaxInFlight),
 		toWrite:   make(chan *batch, r.cfg.MaxInFlight),
@@ -240,6 +240,14 @@ func (r *Relay) openStream(ctx context.Context, pub *kafka.Publisher) (*cdc.Stre
 	cfg := cdc.Config{
 		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
 		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover, Timeout: r.cfg.ReplicationTimeout,
+	}
+	for _, t := range r.cfg.Tables {
+		if !t.IsEvents() {
+			cfg.Tables = append(cfg.Tables, t.Ident())
+		}
+	}
+	if err := r.checkTables(ctx); err != nil {
+		return nil, nil, err
 	}
 	backfill := r.hookBackfill(ctx, &cfg, pub)
 	stream, err := cdc.Open(ctx, cfg)
@@ -343,7 +351,7 @@ func (s *session) add(ch cdc.Change) error {
 	l := s.layouts[ch.Relation]
 	if l == nil {
 		var err error
-		if l, err = newLayout(ch.Relation); err != nil {
+		if l, err = s.r.layoutFor(ch.Relation); err != nil {
 			return err
 		}
 		s.layouts[ch.Relation] = l
@@ -478,6 +486,9 @@ func (s *session) write() error {
 				if e := &b.events[i]; !e.skip {
 					o := s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0)
 					rows.Add(o)
+					if e.copy != nil {
+						rows.AddCopy(*e.copy)
+					}
 					count(tally, e, o)
 					if hold && !e.deferred() && o.Status != store.StatusSent {
 						s.queue.hold(e, first+uint64(i)) // waits for a retry or failed

@@ -40,9 +40,12 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	k := &c.Kafka
 	var o runOpts
 	fs.SecretURL(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (the role needs REPLICATION)")
-	fs.Required("database-url", "kafka-brokers")
+	fs.Required("kafka-brokers")
+	fs.RequiredUnless("database-url", "debezium-config")
 	fs.String(&c.Slot, "slot", cdc.SlotDefault, "logical replication slot, created if missing")
-	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events, created if missing")
+	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events (and the mapped tables), created if missing")
+	fs.String(&o.tablesConfig, "tables-config", "", "JSON file mapping your own outbox tables (see README: Your own table); outbox.events is always relayed")
+	fs.String(&o.debeziumConfig, "debezium-config", "", "a Debezium outbox connector's configuration (its JSON or .properties): relay its tables as Debezium would; its database.* settings stand in for --database-url")
 	fs.Duration(&c.StatusInterval, "status-interval", cdc.StatusIntervalDefault, "how often the slot's confirmed position is reported"+zeroDefault)
 	fs.Duration(&c.ReplicationTimeout, "replication-timeout", relay.ReplicationTimeoutDefault, "when nothing arrives on the replication connection for this long (a reply is asked for after a quarter of it), reconnect; also the TCP user timeout of every PostgreSQL connection, and how long /readyz tolerates a silent or stalled stream"+zeroDefault)
 	fs.Duration(&c.StatementTimeout, "statement-timeout", relay.StatementTimeoutDefault, "longest any one statement of the relay may take; one that runs out is retried on a fresh connection"+zeroDefault)
@@ -115,6 +118,7 @@ const metricsAddrDefault = ":9677"
 // runOpts are the run flags that are not relay configuration.
 type runOpts struct {
 	logLevel, logFormat, debugAddr, metricsAddr string
+	tablesConfig, debeziumConfig                string
 	maxProcs, gcPercent                         int
 }
 
@@ -138,6 +142,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	defer cancel()
 	defer stopOnSignal(log, cancel)()
 	cfg.Logger = log
+	if err := loadTables(&cfg, o, log); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return flagenv.Usage(err) // each names the flag to fix
 	}

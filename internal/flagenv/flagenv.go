@@ -30,7 +30,8 @@ type Set struct {
 	shared   map[string]bool
 	legacy   map[string]bool // also read from OUTBOX_<FLAG>, with a warning
 	required []string
-	args     string // the positional arguments' synopsis, "" for none
+	unless   map[string]string // a required flag that another one stands in for
+	args     string            // the positional arguments' synopsis, "" for none
 	argsHelp string
 	about    string
 	fromEnv  map[string]string // flag name -> the variable that set it
@@ -106,6 +107,15 @@ func (s *Set) Describe(args, argsHelp, about string) {
 
 // Required marks flags that must be given, by flag or variable.
 func (s *Set) Required(names ...string) { s.required = append(s.required, names...) }
+
+// RequiredUnless makes name required unless flag other is given.
+func (s *Set) RequiredUnless(name, other string) {
+	s.Required(name)
+	if s.unless == nil {
+		s.unless = map[string]string{}
+	}
+	s.unless[name] = other
+}
 
 // Warnings are what Parse noticed that works but should change (an old
 // variable name): the caller prints them.
@@ -309,6 +319,9 @@ func (s *Set) Parse(args []string) error {
 	set := map[string]bool{}
 	s.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range s.required {
+		if other := s.unless[name]; other != "" && (set[other] || s.fromEnv[other] != "") {
+			continue
+		}
 		if !set[name] && s.fromEnv[name] == "" {
 			return Usagef("--%s is required (or %s)", name, s.Env(name))
 		}
@@ -384,6 +397,9 @@ func (s *Set) Help(w io.Writer) {
 		fmt.Fprintln(w, line)
 		fmt.Fprintf(w, "        %s\n", strings.ReplaceAll(usage, "\n", "\n        "))
 		var notes []string
+		if other := s.unless[f.Name]; other != "" {
+			notes = append(notes, "not needed with --"+other)
+		}
 		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
 			notes = append(notes, fmt.Sprintf("default %s", f.DefValue))
 		}

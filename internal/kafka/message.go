@@ -22,6 +22,9 @@ type Event struct {
 	Topic []byte
 	Key   []byte // nil: no key
 	Value []byte // nil: a tombstone (a null value), which needs a key
+	// Placed are headers placed first, in order (a mapped table's id
+	// header and placed columns).
+	Placed [][2]string
 	// Headers is a JSON object of string values (the headers column's text),
 	// or nil.
 	Headers   []byte
@@ -73,7 +76,17 @@ func (m *Message) Build(ev Event) error {
 			return err
 		}
 	} else {
-		r.Headers = make([]sarama.RecordHeader, 0, 2)
+		r.Headers = make([]sarama.RecordHeader, 0, 2+len(ev.Placed))
+	}
+	if len(ev.Placed) > 0 {
+		placed := make([]sarama.RecordHeader, 0, len(ev.Placed)+len(r.Headers))
+		for _, h := range ev.Placed {
+			if h[0] == HeaderEventID || h[0] == HeaderEventType {
+				return fmt.Errorf("header %q is reserved for the relay", h[0])
+			}
+			placed = append(placed, sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])})
+		}
+		r.Headers = append(placed, r.Headers...)
 	}
 	r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventID), Value: FormatUUID(ev.ID)})
 	if ev.EventType != nil {

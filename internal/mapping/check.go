@@ -25,7 +25,12 @@ type Querier interface {
 }
 
 // BadConfig lists everything wrong with the mapped tables at once.
-type BadConfig struct{ Problems []string }
+type BadConfig struct {
+	Problems []string
+	// Unpublished are the tables (quoted names) missing from the
+	// publication, each also in Problems.
+	Unpublished []string
+}
 
 func (b *BadConfig) Error() string {
 	return fmt.Sprintf("the table mapping does not fit the database (%d problem(s)):\n  %s",
@@ -34,7 +39,8 @@ func (b *BadConfig) Error() string {
 
 // Check reads each mapped table from the catalog and checks its mapping:
 // every column exists with a type the relay can read, the id column is
-// unique, the table is in the publication. It remembers which columns are
+// unique, the table is in the publication (if that exists: the relay
+// creates it with the mapped tables). It remembers which columns are
 // NOT NULL (the JSON converter's schemas say so). Problems come back as
 // *BadConfig; a failed query as itself.
 func Check(ctx context.Context, db Querier, publication string, tables []*Table) error {
@@ -43,11 +49,14 @@ func Check(ctx context.Context, db Querier, publication string, tables []*Table)
 		if t.IsEvents() {
 			continue
 		}
-		problems, err := t.check(ctx, db, publication)
+		problems, published, err := t.check(ctx, db, publication)
 		if err != nil {
 			return err
 		}
 		bad.Problems = append(bad.Problems, problems...)
+		if !published {
+			bad.Unpublished = append(bad.Unpublished, t.Ident())
+		}
 	}
 	if len(bad.Problems) > 0 {
 		return bad
@@ -60,10 +69,10 @@ type catalogColumn struct {
 	notNull, unique, generated bool
 }
 
-func (t *Table) check(ctx context.Context, db Querier, publication string) ([]string, error) {
+func (t *Table) check(ctx context.Context, db Querier, publication string) (problems []string, published bool, err error) {
 	rows, err := db.Query(ctx, columnsSQL, t.Schema, t.Name)
 	if err != nil {
-		return nil, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
+		return nil, false, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
 	}
 	cols := map[string]catalogColumn{}
 	var rel cdc.Relation
@@ -72,20 +81,19 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) ([]st
 		var oid int64
 		var c catalogColumn
 		if err := rows.Scan(&name, &oid, &c.notNull, &c.unique, &c.generated); err != nil {
-			return nil, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
+			return nil, false, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
 		}
 		c.oid = uint32(oid) //nolint:gosec // an OID
 		cols[name] = c
 		rel.Columns = append(rel.Columns, cdc.Column{Name: name, TypeOID: c.oid})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
+		return nil, false, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
 	}
 	where := t.Origin
 	if len(cols) == 0 {
-		return []string{fmt.Sprintf("%s: table %s does not exist (or is not a table)", where, t.QualifiedName())}, nil
+		return []string{fmt.Sprintf("%s: table %s does not exist (or is not a table)", where, t.QualifiedName())}, true, nil
 	}
-	var problems []string
 	t.notNull = map[string]bool{}
 	for _, u := range t.Columns() {
 		c, ok := cols[u.Column]
@@ -108,15 +116,17 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) ([]st
 		}
 		t.notNull[u.Column] = c.notNull
 	}
-	var published bool
-	if err := db.QueryRow(ctx, publishedSQL, publication, t.Schema, t.Name).Scan(&published); err != nil {
-		return nil, fmt.Errorf("reading publication %q: %w", publication, err)
+	// A publication that does not exist yet is created with the table.
+	var exists bool
+	if err := db.QueryRow(ctx, publishedSQL, publication, t.Schema, t.Name).Scan(&exists, &published); err != nil {
+		return nil, false, fmt.Errorf("reading publication %q: %w", publication, err)
 	}
+	published = published || !exists
 	if !published {
 		problems = append(problems, fmt.Sprintf("%s: table %s is not in publication %s; run: ALTER PUBLICATION %s ADD TABLE %s",
 			where, t.QualifiedName(), publication, pgx.Identifier{publication}.Sanitize(), t.Ident()))
 	}
-	return problems, nil
+	return problems, published, nil
 }
 
 // option names the configuration option behind a use of a column.

@@ -43,10 +43,10 @@ type Record struct {
 	// ID is the id column's text; EventID derives the status row's id from it.
 	ID    string
 	Topic string
-	// Key is the record's key as its converter writes it; OrderKey is the
-	// key column's text, the key of per-key order. Both nil without a key.
-	Key, OrderKey []byte
-	Value         []byte // nil: a tombstone
+	// Key is the record's key as its converter writes it, nil without one.
+	// It is also the key of per-key order.
+	Key   []byte
+	Value []byte // nil: a tombstone
 	// Headers come first, in order: the id header, then placed columns.
 	Headers []Header
 	// HeadersJSON is the headers column (a JSON object), or nil.
@@ -114,10 +114,11 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		return r, err
 	}
 	if t.Key != "" {
-		if r.OrderKey, err = b.text(t.Key, values); err != nil {
+		text, err := b.text(t.Key, values)
+		if err != nil {
 			return r, err
 		}
-		if r.OrderKey != nil {
+		if text != nil {
 			r.Key = b.convert(t.Key, values, t.KeyConverter, false)
 		}
 	}

@@ -1,0 +1,131 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/mapping"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+)
+
+// filler turns an inserted row of one relation version into an event.
+type filler interface {
+	fill(e *event, values [][]byte, commitTime time.Time)
+}
+
+// layoutFor returns the filler of rel: outbox.events' own layout, or a
+// mapped table's mapping bound to rel's columns.
+func (r *Relay) layoutFor(rel *cdc.Relation) (filler, error) {
+	for _, t := range r.cfg.Tables {
+		if t.IsEvents() || t.Schema != rel.Namespace || t.Name != rel.Name {
+			continue
+		}
+		b, err := t.Bind(rel)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
+		}
+		return &mappedLayout{source: t.QualifiedName(), bound: b}, nil
+	}
+	return newLayout(rel)
+}
+
+// mappedLayout reads rows of a mapped table.
+type mappedLayout struct {
+	source string // schema.table
+	bound  *mapping.Bound
+}
+
+// fill makes e's record from the row through the mapping, and the copy
+// that is kept of it (store.Copy) before its status row is written. A row
+// that cannot be a record becomes INVALID_EVENT, its copy saying so.
+func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
+	rec, err := m.bound.Record(values, commitTime)
+	id := rec.ID
+	if id == "" { // the id could not be read: this row's own place in the stream
+		id = fmt.Sprintf("(no id: commit %X, position %d)", e.commitLSN, e.txPos)
+	}
+	e.id = mapping.EventID(m.source, id)
+	c := &store.Copy{EventID: e.id, Source: m.source, SourceID: id, CreatedAt: commitTime}
+	e.copy = c
+	if err == nil && rec.Key != nil && (!utf8.Valid(rec.Key) || bytes.IndexByte(rec.Key, 0) >= 0) {
+		err = errors.New("the key is not UTF-8 text without NUL bytes, which per-key order needs")
+	}
+	if err == nil {
+		err = e.Build(kafka.Event{ID: e.id, Topic: []byte(rec.Topic), Key: rec.Key, Value: rec.Value,
+			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp})
+	}
+	if err != nil {
+		e.invalid = fmt.Sprintf("%s: %v", m.source, err)
+		return
+	}
+	c.Topic, c.Key, c.KafkaKey, c.Value, c.EventType, c.CreatedAt = rec.Topic, rec.Key, rec.Key, rec.Value, rec.EventType, rec.Timestamp
+	for _, h := range e.Record.Headers {
+		if k := string(h.Key); k != kafka.HeaderEventID && k != kafka.HeaderEventType {
+			c.Headers = append(c.Headers, [2]string{k, string(h.Value)})
+		}
+	}
+	e.size = e.Size()
+}
+
+func placed(hs []mapping.Header) [][2]string {
+	out := make([][2]string, len(hs))
+	for i, h := range hs {
+		out[i] = [2]string{h.Name, string(h.Value)}
+	}
+	return out
+}
+
+// fillFromCopy makes e's record from the copy kept of a mapped event (the
+// poller's retries and resends: the row may be gone).
+func fillFromCopy(e *event, id [16]byte, c *store.Copy) {
+	*e = event{id: id}
+	var err error
+	switch {
+	case c == nil:
+		err = errors.New("the record of this mapped event is gone (its outbox.mapped_events row was purged)")
+	case c.Topic == "":
+		err = fmt.Errorf("%s id %s could not be mapped to a record when it was streamed; no record was kept", c.Source, c.SourceID)
+	default:
+		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.KafkaKey, Value: c.Value, Placed: c.Headers,
+			EventType: c.EventType, Timestamp: c.CreatedAt})
+	}
+	if err != nil {
+		e.invalid = err.Error()
+		return
+	}
+	e.size = e.Size()
+}
+
+// checkTables checks the mapped tables against the database before a
+// stream opens (the stream binds them with what it reads: NOT NULL columns).
+// A mapping that does not fit is a setup error.
+func (r *Relay) checkTables(ctx context.Context) error {
+	if len(r.cfg.Tables) == 0 {
+		return nil
+	}
+	err := r.store.CheckTables(ctx, r.cfg.Publication, r.cfg.Tables)
+	var bad *mapping.BadConfig
+	if !errors.As(err, &bad) {
+		return err
+	}
+	// Tables missing from the publication only: add them, as the relay
+	// creates the publication with them (the owner of the table may).
+	if len(bad.Unpublished) == len(bad.Problems) {
+		aerr := r.store.AddToPublication(ctx, r.cfg.Publication, bad.Unpublished)
+		if aerr == nil {
+			r.log.Info("added the mapped tables to the publication", zap.String("publication", r.cfg.Publication),
+				zap.Strings("tables", bad.Unpublished))
+			return r.store.CheckTables(ctx, r.cfg.Publication, r.cfg.Tables)
+		}
+		bad.Problems = append(bad.Problems, fmt.Sprintf("the relay could not add them itself: %v", aerr))
+	}
+	return fmt.Errorf("%w: %w", cdc.ErrSetup, err)
+}

@@ -1,0 +1,300 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/mapping"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// debeziumTable is the outbox table of Debezium's documentation.
+const debeziumTable = `CREATE TABLE public.outboxevent (
+	id            uuid         PRIMARY KEY,
+	aggregatetype varchar(255) NOT NULL,
+	aggregateid   varchar(255) NOT NULL,
+	type          varchar(255) NOT NULL,
+	payload       jsonb
+)`
+
+func headerList(r *kgo.Record) string {
+	var hs []string
+	for _, h := range r.Headers {
+		if h.Key != kafka.HeaderEventID {
+			hs = append(hs, h.Key+"="+string(h.Value))
+		}
+	}
+	return strings.Join(hs, " ")
+}
+
+func TestMapped_ADebeziumTableIsRelayedWithItsConnectorConfigAsDebeziumWould(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "outbox.event.order"))
+	b.exec(t, debeziumTable)
+	d, err := mapping.LoadDebezium("../internal/mapping/testdata/outbox-connector.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config(t)
+	cfg.Tables = d.Tables
+	b.startRelay(t, cfg)
+
+	// Debezium's recommended pattern: the row is deleted in the transaction
+	// that wrote it. The second event's topic does not exist yet.
+	b.exec(t, `BEGIN;
+		INSERT INTO public.outboxevent VALUES
+		  ('6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e201', 'order', 'o-1', 'OrderCreated', '{"id": 1, "lines": [1, 2]}'),
+		  ('6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e202', 'invoice', 'i-1', 'InvoiceIssued', '{"id": 2}'),
+		  ('6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e203', 'order', 'o-1', 'OrderShipped', '{"id": 1, "shipped": true}');
+		DELETE FROM public.outboxevent;
+		COMMIT`)
+	b.waitStatus(t, "SENT", 2, 30*time.Second)
+	b.waitStatus(t, "FAILED", 1, 30*time.Second)
+
+	recs := kafkatest.Consume(t, b.brokers, 2, 10*time.Second, "outbox.event.order")
+	want := []struct{ key, value, headers string }{
+		{"o-1", `"{\"id\": 1, \"lines\": [1, 2]}"`, "id=6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e201 eventType=OrderCreated"},
+		{"o-1", `"{\"id\": 1, \"shipped\": true}"`, "id=6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e203 eventType=OrderShipped"},
+	}
+	for i, r := range recs {
+		if string(r.Key) != want[i].key || string(r.Value) != want[i].value || headerList(r) != want[i].headers {
+			t.Errorf("record %d: key %q value %s headers %q\nwant key %q value %s headers %q",
+				i, r.Key, r.Value, headerList(r), want[i].key, want[i].value, want[i].headers)
+		}
+	}
+
+	// Status rows are keyed by outbox.event_id(table, id), which Go and
+	// SQL compute alike.
+	var sqlID string
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT outbox.event_id('public.outboxevent', '6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e202')::text`).Scan(&sqlID); err != nil {
+		t.Fatal(err)
+	}
+	goID := mapping.EventID("public.outboxevent", "6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e202")
+	if sqlID != string(kafka.FormatUUID(goID)) {
+		t.Fatalf("outbox.event_id = %s, mapping.EventID = %s", sqlID, kafka.FormatUUID(goID))
+	}
+	var status, source, topic string
+	if err := b.pool.QueryRow(context.Background(), `SELECT d.status, f.source, f.topic FROM outbox.failed_events f
+		JOIN outbox.deliveries d ON d.event_id = f.event_id WHERE f.event_id = $1`, sqlID).
+		Scan(&status, &source, &topic); err != nil {
+		t.Fatalf("the failed event of the deleted row: %v", err)
+	}
+	if status != "FAILED" || source != "public.outboxevent" || topic != "outbox.event.invoice" {
+		t.Errorf("failed event: %s %s %s", status, source, topic)
+	}
+
+	// Its row is gone, yet it is resent from SQL by the table's own id,
+	// with the record the stream made of it.
+	if _, err := kadm.NewClient(newKgo(t, b.brokers)).CreateTopics(context.Background(), 1, 1, nil, "outbox.event.invoice"); err != nil {
+		t.Fatal(err)
+	}
+	var resent bool
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT outbox.resend('public.outboxevent', '6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e202')`).Scan(&resent); err != nil || !resent {
+		t.Fatalf("resend = %v, %v", resent, err)
+	}
+	b.waitStatus(t, "SENT", 3, 30*time.Second)
+	inv := kafkatest.Consume(t, b.brokers, 1, 10*time.Second, "outbox.event.invoice")
+	if string(inv[0].Key) != "i-1" || string(inv[0].Value) != `"{\"id\": 2}"` ||
+		headerList(inv[0]) != "id=6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e202 eventType=InvoiceIssued" {
+		t.Errorf("resent record: key %q value %s headers %q", inv[0].Key, inv[0].Value, headerList(inv[0]))
+	}
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM public.outboxevent`); n != 0 {
+		t.Errorf("the relay wrote %d rows to the application's table", n)
+	}
+}
+
+func TestMapped_TablesWithBigintAndTextIDsShareOneRelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "billing.paid", "billing.refunded", "audit"))
+	b.exec(t, `CREATE SCHEMA billing;
+		CREATE TABLE billing.outbox (
+			event_no  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			account   text NOT NULL,
+			kind      text NOT NULL,
+			tenant    text,
+			body      bytea,
+			extra     jsonb,
+			at        timestamptz NOT NULL DEFAULT now());
+		CREATE TABLE public.audit_log (ref text UNIQUE NOT NULL, who text, what text NOT NULL)`)
+	file := filepath.Join(t.TempDir(), "tables.json")
+	if err := os.WriteFile(file, []byte(`{"tables": [
+		{"table": "billing.outbox", "id": "event_no", "key": "account", "payload": "body", "timestamp": "at",
+		 "event_type": "kind", "headers": "extra", "topic": "billing.${kind}",
+		 "header_columns": [{"column": "tenant", "header": "x-tenant"}]},
+		{"table": "public.audit_log", "id": "ref", "key": "who", "payload": "what", "topic": "audit", "id_header": "ref"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tables, err := mapping.LoadTables(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config(t)
+	cfg.Tables = tables
+	b.startRelay(t, cfg)
+
+	b.exec(t, `INSERT INTO billing.outbox (account, kind, tenant, body, extra, at) VALUES
+		('acc-1', 'paid', 't1', '\x0001ff', '{"trace": "abc"}', '2026-01-02 03:04:05+00'),
+		('acc-1', 'refunded', NULL, '\x02', NULL, '2026-01-02 03:04:06+00'),
+		('acc-1', 'paid', 't1', '\x03', NULL, '2026-01-02 03:04:07+00')`)
+	b.exec(t, `INSERT INTO public.audit_log VALUES ('a-1', 'alice', 'login'), ('a-2', 'bob', 'logout')`)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('audit', 'carol', '"native"')`)
+	b.waitStatus(t, "SENT", 6, 30*time.Second)
+
+	paid := kafkatest.Consume(t, b.brokers, 2, 10*time.Second, "billing.paid")
+	if string(paid[0].Value) != "\x00\x01\xff" || string(paid[0].Key) != "acc-1" || string(paid[1].Value) != "\x03" {
+		t.Errorf("billing.paid: %q %q, %q", paid[0].Key, paid[0].Value, paid[1].Value)
+	}
+	if h := headerList(paid[0]); h != "x-tenant=t1 trace=abc outbox-event-type=paid" {
+		t.Errorf("headers %q", h)
+	}
+	if !paid[0].Timestamp.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) {
+		t.Errorf("timestamp %v, want the at column", paid[0].Timestamp)
+	}
+	audit := kafkatest.Consume(t, b.brokers, 3, 10*time.Second, "audit")
+	var got []string
+	for _, r := range audit {
+		got = append(got, fmt.Sprintf("%s:%s:%s", r.Key, r.Value, headerList(r)))
+	}
+	if strings.Join(got, " ") != `alice:login:ref=a-1 bob:logout:ref=a-2 carol:"native":` {
+		t.Errorf("audit: %v", got)
+	}
+	for _, q := range []string{
+		`SELECT count(*) FROM outbox.deliveries WHERE event_id = outbox.event_id('billing.outbox', '2') AND status = 'SENT'`,
+		`SELECT count(*) FROM outbox.deliveries WHERE event_id = outbox.event_id('public.audit_log', 'a-2') AND status = 'SENT'`,
+		`SELECT count(*) FROM outbox.delivery_stats WHERE source = 'billing.outbox' AND topic = 'billing.paid' AND events = 2`,
+	} {
+		if pgtest.Count(t, b.pool, q) != 1 {
+			t.Errorf("%s: not 1", q)
+		}
+	}
+}
+
+func TestMapped_AMappingThatDoesNotFitStopsTheRelayNamingOptionAndColumn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, debeziumTable)
+	b.exec(t, `CREATE TABLE public.loose (id text, aggregatetype text, aggregateid text, payload numeric)`)
+	// An unlogged table cannot be published: the relay cannot add it.
+	b.exec(t, `CREATE UNLOGGED TABLE public.scratch (id uuid PRIMARY KEY, payload jsonb)`)
+	b.exec(t, `CREATE PUBLICATION outbox_relay_mapped FOR TABLE outbox.events WITH (publish = 'insert')`)
+	cases := []struct {
+		name, file string
+		want       []string
+	}{
+		{"MissingColumn", `{"tables": [{"table": "public.outboxevent", "id": "id", "key": "aggregate_id", "payload": "payload", "topic": "t"}]}`,
+			[]string{`tables[0].key names column "aggregate_id"`}},
+		{"UnknownTemplateColumn", `{"tables": [{"table": "public.outboxevent", "id": "id", "payload": "payload", "topic": "e.${kind}"}]}`,
+			[]string{`tables[0].topic names column "kind"`}},
+		{"UnreadableTypeAndNonUniqueID", `{"tables": [{"table": "public.loose", "id": "id", "payload": "payload", "topic": "t"}]}`,
+			[]string{`tables[0].payload: column "payload" (payload) has type numeric`, `tables[0].id: column "id" of public.loose is not unique`}},
+		{"NoSuchTable", `{"tables": [{"table": "public.nope", "id": "id", "payload": "p", "topic": "t"}]}`,
+			[]string{"table public.nope does not exist"}},
+		{"NotInThePublicationAndCannotBeAdded", `{"tables": [{"table": "public.scratch", "id": "id", "payload": "payload", "topic": "t"}]}`,
+			[]string{`run: ALTER PUBLICATION "outbox_relay_mapped" ADD TABLE "public"."scratch"`, "the relay could not add them itself", `cannot add relation "scratch"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tables, err := mapping.ParseTables("t.json", []byte(c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := b.config(t)
+			cfg.Tables, cfg.Publication = tables, "outbox_relay_mapped"
+			r, err := relay.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = r.Run(ctx)
+			if !relay.IsSetup(err) {
+				t.Fatalf("Run = %v, want a setup error", err)
+			}
+			var bad *mapping.BadConfig
+			if !errors.As(err, &bad) {
+				t.Fatalf("Run = %v, want a *mapping.BadConfig", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// seedCopies writes the kept records of mapped events of each age and
+// status directly, with their status rows, as the stream leaves them.
+func seedCopies(t *testing.T, b *testBundle) {
+	t.Helper()
+	b.exec(t, `WITH c AS (
+		INSERT INTO outbox.mapped_events (id, source, source_id, topic, created_at)
+		SELECT outbox.event_id('public.outboxevent', a), 'public.outboxevent', a, 'orders',
+		       CASE WHEN a LIKE 'old%' THEN now() - interval '10 days' ELSE now() - interval '1 day' END
+		FROM unnest(ARRAY['old-sent', 'recent-sent', 'old-failed']) AS a RETURNING id, source_id AS a)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, failure_reason)
+		SELECT id, CASE WHEN a LIKE '%sent' THEN 'SENT' ELSE 'FAILED' END, 1, now(),
+		       CASE WHEN a LIKE '%failed' THEN 'INVALID_TOPIC' END
+		FROM c`)
+}
+
+func copiesLeft(t *testing.T, b *testBundle) string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT m.source_id FROM outbox.mapped_events m
+		JOIN outbox.deliveries d ON d.event_id = m.id ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for rows.Next() {
+		var a string
+		_ = rows.Scan(&a)
+		left = append(left, a)
+	}
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries`); n != len(left) {
+		t.Errorf("%d status rows for %d copies: rows of deleted copies must go with them", n, len(left))
+	}
+	return strings.Join(left, ",")
+}
+
+func TestRetention_DeletesOldSENTCopiesOfMappedEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	seedCopies(t, b)
+	cfg := b.config(t)
+	cfg.Retention = 7 * 24 * time.Hour
+	b.startRelay(t, cfg)
+	pgtest.Eventually(t, 30*time.Second, "old SENT copy deleted", func() (bool, string) {
+		left := copiesLeft(t, b)
+		return left == "old-failed,recent-sent", left
+	})
+}
+
+func TestPurge_TakesCopiesOfMappedEventsToo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	seedCopies(t, b)
+	var n int
+	if err := b.pool.QueryRow(context.Background(), `SELECT outbox.purge('7 days', 'FAILED')`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("outbox.purge('7 days', 'FAILED') = %d, %v; want the old FAILED copy", n, err)
+	}
+	if left := copiesLeft(t, b); left != "old-sent,recent-sent" {
+		t.Fatalf("left: %s", left)
+	}
+}
