@@ -298,3 +298,52 @@ func TestPurge_TakesCopiesOfMappedEventsToo(t *testing.T) {
 		t.Fatalf("left: %s", left)
 	}
 }
+
+// mappedOrders maps public.orders_outbox (rows deleted in the transaction
+// that wrote them) to topic orders, keyed by its key column.
+func mappedOrders(t *testing.T, b *testBundle) []*mapping.Table {
+	t.Helper()
+	b.exec(t, `CREATE TABLE public.orders_outbox (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, k text, body jsonb)`)
+	tables, err := mapping.ParseTables("t.json", []byte(`{"tables": [{"table": "public.orders_outbox", "id": "id", "key": "k",
+		"payload": "body", "topic": "orders"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tables
+}
+
+// writeDeleted writes n events to public.orders_outbox over 5 keys, each
+// row deleted in the transaction that wrote it.
+func writeDeleted(t *testing.T, b *testBundle, n int) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		b.exec(t, fmt.Sprintf(`BEGIN;
+			INSERT INTO public.orders_outbox (k, body) VALUES ('k%d', '{"seq": %d}');
+			DELETE FROM public.orders_outbox;
+			COMMIT`, i%5, i))
+	}
+}
+
+func TestMapped_DeletedRowsQueuedThroughAKafkaOutageAreDeliveredOnceInKeyOrder(t *testing.T) {
+	t.Parallel()
+	b, restart := setupRestartable(t)
+	b.cluster.Close() // Kafka is unreachable until the events are queued
+	cfg := b.config(t)
+	cfg.Tables = mappedOrders(t, b)
+	cfg.SpillAfter = 2 * time.Second
+	cfg.Poll.Interval = 50 * time.Millisecond
+	b.startRelay(t, cfg)
+
+	const n = 300
+	writeDeleted(t, b, n)
+	pgtest.Eventually(t, 30*time.Second, "every event queued with its kept record", func() (bool, string) {
+		queued := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries d JOIN outbox.mapped_events m ON m.id = d.event_id
+			WHERE d.status = 'PENDING' AND d.attempts = 0 AND d.key = m.key`)
+		return queued == n, fmt.Sprintf("%d of %d queued", queued, n)
+	})
+	if left := pgtest.Count(t, b.pool, `SELECT count(*) FROM public.orders_outbox`); left != 0 {
+		t.Fatalf("%d rows in the application's table", left)
+	}
+	restart()
+	checkDelivered(t, b, n)
+}
