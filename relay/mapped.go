@@ -86,7 +86,7 @@ func placed(hs []mapping.Header) [][2]string {
 // fillFromCopy makes e's record from the copy kept of a mapped event (the
 // poller's retries and resends: the row may be gone).
 func fillFromCopy(e *event, id [16]byte, c *store.Copy) {
-	*e = event{id: id}
+	*e = event{id: id, copy: c} // copy: counted by table
 	var err error
 	switch {
 	case c == nil:

@@ -332,7 +332,8 @@ func TestMapped_DeletedRowsQueuedThroughAKafkaOutageAreDeliveredOnceInKeyOrder(t
 	cfg.Tables = mappedOrders(t, b)
 	cfg.SpillAfter = 2 * time.Second
 	cfg.Poll.Interval = 50 * time.Millisecond
-	b.startRelay(t, cfg)
+	srv, _ := b.serveMetrics(t, cfg)
+	b.waitStreaming(t, cfg)
 
 	const n = 300
 	writeDeleted(t, b, n)
@@ -346,4 +347,14 @@ func TestMapped_DeletedRowsQueuedThroughAKafkaOutageAreDeliveredOnceInKeyOrder(t
 	}
 	restart()
 	checkDelivered(t, b, n)
+	m := scrape(t, srv)
+	for _, c := range []struct {
+		outcome string
+		want    float64
+	}{{"queued", n}, {"sent", n}} {
+		sample := fmt.Sprintf(`outbox_relay_mapped_events_total{outcome=%q,table="public.orders_outbox"}`, c.outcome)
+		if m[sample] != c.want {
+			t.Errorf("%s = %v, want %v", sample, m[sample], c.want)
+		}
+	}
 }

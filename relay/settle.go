@@ -90,19 +90,25 @@ func logFailed(log *zap.Logger, eventID, topic, reason, lastError string, attemp
 // count adds e's attempt, which left o, to a metrics tally.
 func count(t *metrics.Tally, e *event, o store.Outcome) {
 	topic := e.Record.Topic
+	add := func(outcome, reason string) {
+		t.Add(topic, outcome, reason)
+		if e.copy != nil {
+			t.AddTable(e.copy.Source, outcome)
+		}
+	}
 	if e.deferred() {
-		t.Add(topic, metrics.Queued, "")
+		add(metrics.Queued, "")
 		return
 	}
 	if e.Outcome.Result != 0 {
-		t.Add(topic, metrics.Published, "")
+		add(metrics.Published, "")
 	}
 	switch o.Status {
 	case store.StatusSent:
-		t.Add(topic, metrics.Sent, "")
+		add(metrics.Sent, "")
 	case store.StatusPending:
-		t.Add(topic, metrics.Retried, "")
+		add(metrics.Retried, "")
 	case store.StatusFailed:
-		t.Add(topic, metrics.Failed, o.Reason)
+		add(metrics.Failed, o.Reason)
 	}
 }

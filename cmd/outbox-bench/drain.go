@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pglogrepl"
 )
 
-// drains runs phases 1 to 3 on the same N events.
-// drains runs the decode limit, the relay's drain and the poll-only drain
+// drains runs the decode limit, the relay's drain, the poll-only drain and
+// the Debezium-shaped table's drain
 // --drain-runs times, in turn, and reports each phase's median run: a drain
 // takes seconds, and on a machine every process shares one run can be 30 %
 // off. The ratio to the decode limit is the median of each run's own ratio.
 func (b *bench) drains(ctx context.Context) error {
-	var runs [3][]Result
+	var runs [4][]Result
 	for i := range max(b.o.drainRuns, 1) {
 		fmt.Fprintf(os.Stderr, "drain run %d of %d\n", i+1, max(b.o.drainRuns, 1))
 		rs, err := b.drainOnce(ctx)
@@ -54,8 +54,8 @@ func median(rs []Result) Result {
 	return m
 }
 
-// drainOnce measures the three drains once each, in order, on the same
-// events.
+// drainOnce measures the four drains once each, in order, on the same
+// number of events (the Debezium-shaped ones are written to their table).
 func (b *bench) drainOnce(ctx context.Context) ([]Result, error) {
 	n := b.o.events
 	end, err := b.backlog(ctx, n, "bench_decode", "bench_relay")
@@ -74,7 +74,14 @@ func (b *bench) drainOnce(ctx context.Context) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Result{decode, stream, poll}, b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
+	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
+		return nil, err
+	}
+	dbz, err := b.debeziumDrain(ctx, n, decode.EventsPerS, stream.EventsPerS)
+	if err != nil {
+		return nil, err
+	}
+	return []Result{decode, stream, poll, dbz}, nil
 }
 
 // backlog creates each slot afresh, then commits n events (1,000 per

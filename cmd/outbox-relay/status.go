@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,7 +42,7 @@ type relayState struct {
 
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := newFlags("status", getenv)
-	fs.Describe("", "", "Replication slots and their lag, events by topic and status, FAILED events by reason; with\n"+
+	fs.Describe("", "", "Replication slots and their lag, events by table, topic and status, FAILED events by reason; with\n"+
 		"--metrics-url, a running relay's role and Kafka circuit breaker.")
 	fs.Legacy("metrics-url", "format")
 	var dbURL, metricsURL, format string
@@ -100,9 +101,9 @@ func (r statusReport) print(w io.Writer) error {
 			fmt.Fprintf(tw, "STANDBY\t%s (synchronized_standby_slots) streams, %s behind\t\n", sb.Name, bytesText(sb.BehindBytes))
 		}
 	}
-	fmt.Fprintln(tw, "\nTOPIC\tSTATUS\tEVENTS")
+	fmt.Fprintln(tw, "\nTABLE\tTOPIC\tSTATUS\tEVENTS")
 	for _, t := range r.Topics {
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", t.Topic, t.Status, t.Events)
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", t.Table+"\t"+cmp.Or(t.Topic, "(none)"), t.Status, t.Events)
 	}
 	fmt.Fprintf(tw, "\nPENDING\t%d\toldest due for %s\n", r.Pending, time.Duration(r.OldestPendingAge*float64(time.Second)).Round(time.Second))
 	fmt.Fprintf(tw, "FAILED\t%d\t\n", r.FailedTotal)

@@ -53,8 +53,8 @@ func TestStatus_ShowsSlotsCountsFailuresAndTheRunningRelay(t *testing.T) {
 	}
 	var rep struct {
 		Topics []struct {
-			Topic, Status string
-			Events        int
+			Table, Topic, Status string
+			Events               int
 		}
 		Failed []struct {
 			Reason string
@@ -68,7 +68,8 @@ func TestStatus_ShowsSlotsCountsFailuresAndTheRunningRelay(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("status --format json: %v\n%s", err, out)
 	}
-	if len(rep.Topics) != 2 || rep.Topics[0].Topic != "orders" || rep.Topics[0].Events != 3 || rep.Topics[1].Status != "FAILED" {
+	if len(rep.Topics) != 2 || rep.Topics[0].Topic != "orders" || rep.Topics[0].Events != 3 || rep.Topics[1].Status != "FAILED" ||
+		rep.Topics[0].Table != "outbox.events" {
 		t.Errorf("counts by topic and status: %+v", rep.Topics)
 	}
 	if len(rep.Failed) != 1 || rep.Failed[0].Reason != "INVALID_TOPIC" || rep.Failed[0].Events != 1 {

@@ -30,6 +30,7 @@ type Metrics struct {
 	sent      *prometheus.CounterVec // topic
 	retried   *prometheus.CounterVec // topic
 	failed    *prometheus.CounterVec // topic, reason
+	mapped    *prometheus.CounterVec // table, outcome
 
 	CommitToAck  prometheus.Histogram
 	AckToDurable prometheus.Histogram
@@ -78,6 +79,8 @@ func New(version string) *Metrics {
 	m.sent = f.counterVec("events_sent_total", "Events acknowledged by Kafka and recorded SENT.", "topic")
 	m.retried = f.counterVec("events_retried_total", "Failed delivery attempts left PENDING for a retry with backoff.", "topic")
 	m.failed = f.counterVec("events_failed_total", "Events recorded FAILED, by failure_reason.", "topic", "reason")
+	m.mapped = f.counterVec("mapped_events_total", "Events of mapped tables (--tables-config, --debezium-config) by table and "+
+		"outcome: published, sent, retried, failed, queued (outbox.events is counted by topic alone).", "table", "outcome")
 	m.CommitToAck = f.histogram("commit_to_ack_seconds", "From the event's commit (pgoutput) to Kafka's acknowledgement, streamed events.",
 		prometheus.ExponentialBuckets(0.0005, 2, 18))
 	m.AckToDurable = f.histogram("ack_to_durable_seconds", "From the earliest Kafka acknowledgement of a group of events to their status rows being durable.",

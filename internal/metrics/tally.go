@@ -17,6 +17,7 @@ const (
 type Tally struct {
 	m      *Metrics
 	counts map[tallyKey]float64
+	tables map[[2]string]float64 // mapped tables: table, outcome
 }
 
 type tallyKey struct{ topic, outcome, reason string }
@@ -27,8 +28,20 @@ func (m *Metrics) NewTally() *Tally { return &Tally{m: m, counts: map[tallyKey]f
 // Add counts one event of topic with outcome (and reason, for Failed).
 func (t *Tally) Add(topic, outcome, reason string) { t.counts[tallyKey{topic, outcome, reason}]++ }
 
+// AddTable counts one event of a mapped table with outcome.
+func (t *Tally) AddTable(table, outcome string) {
+	if t.tables == nil {
+		t.tables = map[[2]string]float64{}
+	}
+	t.tables[[2]string{table, outcome}]++
+}
+
 // Flush adds the counts to the counters and empties the tally.
 func (t *Tally) Flush() {
+	for k, n := range t.tables {
+		t.m.mapped.WithLabelValues(k[0], k[1]).Add(n)
+		delete(t.tables, k)
+	}
 	for k, n := range t.counts {
 		c := t.m.topic(k.topic)
 		switch k.outcome {

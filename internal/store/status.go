@@ -47,8 +47,9 @@ type StandbySlot struct {
 	WALEnd    uint64 `json:"-"`
 }
 
-// TopicStatus is how many events of a topic have a status.
+// TopicStatus is how many events of a table and topic have a status.
 type TopicStatus struct {
+	Table  string `json:"table"` // outbox.events or a mapped table
 	Topic  string `json:"topic"`
 	Status string `json:"status"`
 	Events int64  `json:"events"`
@@ -84,7 +85,12 @@ func (s *Store) Overview(ctx context.Context) (*Overview, error) {
 	}
 	if o.Topics, err = collect(ctx, s.db, "reading counts per topic", func(r pgx.CollectableRow) (TopicStatus, error) {
 		var x TopicStatus
-		return x, r.Scan(&x.Topic, &x.Status, &x.Events)
+		var topic *string // NULL: mapped events that could not be mapped
+		err := r.Scan(&x.Table, &topic, &x.Status, &x.Events)
+		if topic != nil {
+			x.Topic = *topic
+		}
+		return x, err
 	}, statusTopicsSQL); err != nil {
 		return nil, err
 	}
