@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/mapping"
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 	"github.com/outbox-relay/outbox-relay/migrations"
 )
 
@@ -21,11 +25,23 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs.SecretURL(&dbURL, "database-url", "", "PostgreSQL URL of the database that holds the outbox (required unless --print)")
 	fs.Bool(&print, "print", false, "write the schema SQL to stdout instead of applying it (for teams that apply it themselves)")
 	fs.Int(&downTo, "down-to", -1, "revert migrations above this version (0 removes the outbox tables); -1: none")
+	var tablesConfig, debeziumConfig, publication string
+	fs.String(&tablesConfig, "tables-config", "", "also add the tables this --tables-config file maps to the publication (run's flag)")
+	fs.String(&debeziumConfig, "debezium-config", "", "also add the tables of this Debezium connector configuration to the publication (run's flag)")
+	fs.String(&publication, "publication", cdc.PublicationDefault, "the relay's publication, for mapped tables")
+	fs.Shared("tables-config", "debezium-config", "publication")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
+	mapped, err := mappedTables(tablesConfig, debeziumConfig)
+	if err != nil {
+		return err
+	}
 	if print {
-		return migrations.Print(stdout)
+		if err := migrations.Print(stdout); err != nil {
+			return err
+		}
+		return printMapped(stdout, publication, mapped)
 	}
 	if dbURL == "" {
 		return flagenv.Usagef("--database-url is required (or OUTBOX_DATABASE_URL)")
@@ -47,6 +63,12 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return err
 	}
+	for _, t := range mapped {
+		if _, err := conn.Exec(ctx, t.PublicationSQL(publication)); err != nil {
+			return fmt.Errorf("adding %s to publication %s: %w", t.QualifiedName(), publication, pgdial.Explain(err))
+		}
+		fmt.Fprintf(stdout, "mapped table %s is in publication %s\n", t.QualifiedName(), publication)
+	}
 	if len(applied) == 0 {
 		fmt.Fprintf(stdout, "outbox schema is up to date (version %d)\n", migrations.Latest())
 	} else {
@@ -54,6 +76,42 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	warnWalLevel(ctx, conn, stderr)
 	return nil
+}
+
+// mappedTables reads the mapped tables of a --tables-config and a
+// --debezium-config file (either may be "").
+func mappedTables(tablesConfig, debeziumConfig string) ([]*mapping.Table, error) {
+	var out []*mapping.Table
+	if tablesConfig != "" {
+		tables, err := mapping.LoadTables(tablesConfig)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", cdc.ErrSetup, err)
+		}
+		out = append(out, tables...)
+	}
+	if debeziumConfig != "" {
+		d, err := mapping.LoadDebezium(debeziumConfig)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", cdc.ErrSetup, err)
+		}
+		out = append(out, d.Tables...)
+	}
+	return slices.DeleteFunc(out, (*mapping.Table).IsEvents), nil
+}
+
+// printMapped prints what a mapped table needs: its place in the publication.
+func printMapped(w io.Writer, publication string, tables []*mapping.Table) error {
+	if len(tables) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "\n-- Mapped tables: the relay streams them through publication %s. It adds nothing\n"+
+		"-- else to them (no column, no index, no trigger) and never writes to them.\n", publication)
+	for _, t := range tables {
+		if err == nil {
+			_, err = fmt.Fprintf(w, "%s\n", t.PublicationSQL(publication))
+		}
+	}
+	return err
 }
 
 // warnWalLevel warns when the server cannot stream to the relay yet.

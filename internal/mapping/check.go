@@ -141,3 +141,16 @@ func (t *Table) option(use string) string {
 	}
 	return use
 }
+
+// PublicationSQL is the statement that adds t to publication unless it is
+// in it already: what `migrate` runs and `migrate --print` prints for a
+// mapped table. The relay adds nothing else to the table (no column, no
+// index, no trigger): it reads the stream and keeps its own copies.
+func (t *Table) PublicationSQL(publication string) string {
+	lit := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	return fmt.Sprintf(`DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s AND tablename = %s) THEN
+        ALTER PUBLICATION %s ADD TABLE %s;
+    END IF;
+END $$;`, lit(publication), lit(t.Schema), lit(t.Name), pgx.Identifier{publication}.Sanitize(), t.Ident())
+}
