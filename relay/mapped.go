@@ -129,3 +129,29 @@ func (r *Relay) checkTables(ctx context.Context) error {
 	}
 	return fmt.Errorf("%w: %w", cdc.ErrSetup, err)
 }
+
+// warnUnbackfilled has the slot's creation say what it does not bring for
+// mapped tables: the backfill of a new slot reads outbox.events only, so
+// rows already in a mapped table, or written while the relay had no slot
+// (before its first start, or after its slot was lost), are not relayed.
+func (r *Relay) warnUnbackfilled(cfg *cdc.Config) {
+	mapped := r.cfg.mapped()
+	if len(mapped) == 0 {
+		return
+	}
+	names := make([]string, len(mapped))
+	for i, t := range mapped {
+		names[i] = t.QualifiedName()
+	}
+	before := cfg.BeforeCreate
+	cfg.BeforeCreate = func(ctx context.Context) error {
+		r.log.Warn("creating the slot: mapped tables are relayed from this moment on; rows already in them, and rows "+
+			"written while the relay had no slot, are not relayed (the backfill reads outbox.events only). "+
+			"If the slot was lost, insert such events again, with their ids (README: Your own table)",
+			zap.String("slot", r.cfg.Slot), zap.Strings("tables", names))
+		if before != nil {
+			return before(ctx)
+		}
+		return nil
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
@@ -143,9 +145,18 @@ func TestMapped_TablesWithBigintAndTextIDsShareOneRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Rows already in a mapped table when the slot is created are not
+	// relayed, and the relay says so as it creates the slot.
+	b.exec(t, `INSERT INTO public.audit_log VALUES ('a-0', 'zed', 'before the slot')`)
 	cfg := b.config(t)
 	cfg.Tables = tables
+	core, logs := observer.New(zap.WarnLevel)
+	cfg.Logger = zap.New(core)
 	b.startRelay(t, cfg)
+	if w := logs.FilterMessageSnippet("mapped tables are relayed from this moment on").All(); len(w) != 1 ||
+		!strings.Contains(fmt.Sprint(w[0].ContextMap()["tables"]), "public.audit_log") {
+		t.Errorf("no warning at the slot's creation naming the mapped tables: %v", logs.All())
+	}
 
 	b.exec(t, `INSERT INTO billing.outbox (account, kind, tenant, body, extra, at) VALUES
 		('acc-1', 'paid', 't1', '\x0001ff', '{"trace": "abc"}', '2026-01-02 03:04:05+00'),

@@ -250,6 +250,7 @@ func (r *Relay) openStream(ctx context.Context, pub *kafka.Publisher) (*cdc.Stre
 		return nil, nil, err
 	}
 	backfill := r.hookBackfill(ctx, &cfg, pub)
+	r.warnUnbackfilled(&cfg)
 	stream, err := cdc.Open(ctx, cfg)
 	if err != nil {
 		backfill.end()
