@@ -2,6 +2,7 @@ package mapping
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"regexp"
 	"strings"
@@ -229,3 +230,16 @@ func TestParseTables(t *testing.T) {
 }
 
 func mustRegex(s string) *regexp.Regexp { return regexp.MustCompile(s) }
+
+func TestAppendJSONString_IsJSONAsJacksonWritesIt(t *testing.T) {
+	for _, s := range []string{"", "plain", `q"uote`, `back\slash`, "new\nline\ttab\r\b\f", "\x00\x01\x1f", "<b>&amp;</b>", "ünïcødé 😀"} {
+		got := AppendJSONString(nil, []byte(s))
+		var back string
+		if err := json.Unmarshal(got, &back); err != nil || back != s {
+			t.Errorf("%q: %s decodes to %q (%v)", s, got, back, err)
+		}
+		if strings.ContainsAny(string(got), "\x00\n") || strings.Contains(string(got), `\u003c`) {
+			t.Errorf("%q: %s", s, got)
+		}
+	}
+}

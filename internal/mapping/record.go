@@ -62,7 +62,18 @@ type Bound struct {
 	rel     *cdc.Relation
 	notNull map[string]bool
 	idx     map[string]int
+	parts   []topicPart       // t.Topic, parsed
+	routes  map[string]string // route value -> topic through t.TopicRegex (few values, many rows)
 }
+
+// topicPart is literal text, or a column's value when column >= 0.
+type topicPart struct {
+	text   string
+	column int
+}
+
+// maxRoutes bounds the route cache; past it routes are computed each time.
+const maxRoutes = 4096
 
 // Bind finds t's columns in rel. Check must have run: it read which columns
 // are NOT NULL, for the JSON converter's schemas.
@@ -78,6 +89,20 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 			return nil, fmt.Errorf("table %s: %w", t.QualifiedName(), err)
 		}
 		b.idx[u.Column] = i
+	}
+	last := 0
+	for _, m := range templateRef.FindAllStringSubmatchIndex(t.Topic, -1) {
+		if m[0] > last {
+			b.parts = append(b.parts, topicPart{text: t.Topic[last:m[0]], column: -1})
+		}
+		b.parts = append(b.parts, topicPart{text: t.Topic[m[2]:m[3]], column: b.idx[t.Topic[m[2]:m[3]]]})
+		last = m[1]
+	}
+	if last < len(t.Topic) {
+		b.parts = append(b.parts, topicPart{text: t.Topic[last:], column: -1})
+	}
+	if t.TopicRegex != nil {
+		b.routes = map[string]string{}
 	}
 	return b, nil
 }
@@ -162,27 +187,35 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 // topic fills the template and applies the regex.
 func (b *Bound) topic(values [][]byte) (string, error) {
 	t := b.t
-	var firstErr error
-	topic := templateRef.ReplaceAllStringFunc(t.Topic, func(ref string) string {
-		col := ref[2 : len(ref)-1]
-		v, err := b.text(col, values)
+	var buf []byte
+	for _, p := range b.parts {
+		if p.column < 0 {
+			buf = append(buf, p.text...)
+			continue
+		}
+		v, err := b.text(p.text, values)
 		if err == nil && v == nil {
-			err = fmt.Errorf("column %s, which names the topic, is NULL", col)
+			err = fmt.Errorf("column %s, which names the topic, is NULL", p.text)
 		}
-		if err != nil && firstErr == nil {
-			firstErr = err
+		if err != nil {
+			return "", err
 		}
-		return string(v)
-	})
-	if firstErr != nil {
-		return "", firstErr
+		buf = append(buf, v...)
 	}
+	topic := string(buf)
 	if t.TopicRegex != nil {
+		if routed, ok := b.routes[topic]; ok {
+			return routed, nil
+		}
 		m := t.TopicRegex.FindStringSubmatchIndex(topic)
 		if m == nil || m[0] != 0 || m[1] != len(topic) {
 			return "", fmt.Errorf("route value %q does not match route.topic.regex %q", topic, t.TopicRegex)
 		}
-		topic = string(t.TopicRegex.ExpandString(nil, t.TopicReplacement, topic, m))
+		routed := string(t.TopicRegex.ExpandString(nil, t.TopicReplacement, topic, m))
+		if len(b.routes) < maxRoutes {
+			b.routes[topic] = routed
+		}
+		topic = routed
 	}
 	if topic == "" {
 		return "", errors.New("the topic is empty")
@@ -298,14 +331,43 @@ func schemaOf(oid uint32, optional bool) string {
 	return s + "}"
 }
 
-// jsonString encodes s as a JSON string, without escaping <, > and &, as
-// Jackson does.
+// jsonString encodes s as a JSON string as Jackson does: without escaping
+// <, > and &; control characters as \uXXXX except \b \f \n \r \t.
 func jsonString(s []byte) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(string(s))
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return AppendJSONString(make([]byte, 0, len(s)+2), s)
+}
+
+// AppendJSONString appends s to buf as a JSON string (see jsonString).
+// Invalid UTF-8 is kept as it is, as PostgreSQL text never holds any.
+func AppendJSONString(buf, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	buf = append(buf, '"')
+	start := 0
+	for i, c := range s {
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		buf = append(buf, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			buf = append(buf, '\\', c)
+		case '\n':
+			buf = append(buf, '\\', 'n')
+		case '\r':
+			buf = append(buf, '\\', 'r')
+		case '\t':
+			buf = append(buf, '\\', 't')
+		case '\b':
+			buf = append(buf, '\\', 'b')
+		case '\f':
+			buf = append(buf, '\\', 'f')
+		default:
+			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
 }
 
 // text reads a column as text: nil for NULL.

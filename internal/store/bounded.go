@@ -39,6 +39,22 @@ func (b bounded) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return &boundedRow{row: b.db.QueryRow(ctx, sql, args...), cancel: cancel}
 }
 
+func (b bounded) SendBatch(ctx context.Context, batch *pgx.Batch) pgx.BatchResults {
+	ctx, cancel := context.WithTimeout(ctx, b.limit)
+	return &boundedBatch{BatchResults: b.db.SendBatch(ctx, batch), cancel: cancel}
+}
+
+// boundedBatch ends the batch's deadline when its results are closed.
+type boundedBatch struct {
+	pgx.BatchResults
+	cancel context.CancelFunc
+}
+
+func (r *boundedBatch) Close() error {
+	defer r.cancel()
+	return r.BatchResults.Close()
+}
+
 // boundedRows ends the statement's deadline when the rows are closed.
 type boundedRows struct {
 	pgx.Rows

@@ -72,11 +72,14 @@ func (o *Outcomes) AddCopy(c Copy) {
 	k.eventTypes = append(k.eventTypes, optional(c.EventType))
 	k.kafkaKeys = append(k.kafkaKeys, c.KafkaKey)
 	k.values = append(k.values, c.Value)
-	h, _ := json.Marshal(c.Headers)
-	if c.Headers == nil {
-		h = []byte("[]")
+	h := []byte{'['}
+	for i, kv := range c.Headers {
+		if i > 0 {
+			h = append(h, ',')
+		}
+		h = append(mapping.AppendJSONString(append(mapping.AppendJSONString(append(h, '['), []byte(kv[0])), ','), []byte(kv[1])), ']')
 	}
-	k.headers = append(k.headers, h)
+	k.headers = append(k.headers, append(h, ']'))
 	k.createdAt = append(k.createdAt, c.CreatedAt)
 }
 
@@ -94,22 +97,34 @@ func (k *copies) reset() {
 		headers: k.headers[:0], createdAt: k.createdAt[:0]}
 }
 
-// insertCopies keeps o's copies, if any.
-func (s *Store) insertCopies(ctx context.Context, o *Outcomes) error {
+// queueCopies adds the statement that keeps o's copies to batch.
+func queueCopies(batch *pgx.Batch, o *Outcomes) {
 	k := &o.copies
-	if len(k.ids) == 0 {
-		return nil
-	}
 	headers := make([]string, len(k.headers))
 	for i, h := range k.headers {
 		headers[i] = string(h)
 	}
-	_, err := s.status.Exec(ctx, insertCopiesSQL, k.ids, k.sources, k.sourceIDs, k.topics, k.keys, k.kafkaKeys,
-		k.values, headers, k.eventTypes, k.createdAt)
-	if err != nil {
-		return fmt.Errorf("keeping %d mapped events: %w", len(k.ids), err)
+	batch.Queue(insertCopiesSQL, k.ids, k.sources, k.sourceIDs, k.topics, k.keys, k.kafkaKeys, k.values, headers,
+		k.eventTypes, k.createdAt)
+}
+
+// insertWithCopies runs an outcome statement after the statement that keeps
+// o's copies, in one round trip and one transaction (a pgx batch ends with
+// one Sync): the status rows never exist without their copies.
+func (s *Store) insertWithCopies(ctx context.Context, o *Outcomes, sql string, args ...any) (visible int, err error) {
+	batch := &pgx.Batch{}
+	queueCopies(batch, o)
+	batch.Queue(sql, args...)
+	res := s.status.SendBatch(ctx, batch)
+	defer res.Close()
+	if _, err := res.Exec(); err != nil {
+		return 0, fmt.Errorf("keeping %d mapped events: %w", len(o.copies.ids), err)
 	}
-	return nil
+	err = res.QueryRow().Scan(&visible)
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	return visible, err
 }
 
 // Copies reads the kept records of mapped events, by event id.

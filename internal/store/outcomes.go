@@ -138,27 +138,47 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 		return 0, nil
 	}
 	sentOnly := o.unsent == 0 && !o.written && !s.inTx && time.Now().UnixNano() >= s.sentConflict.Load()
-	sentSQL, outcomesSQL := insertSentSQL, insertOutcomesSQL
 	if len(o.copies.ids) > 0 {
-		if !o.written {
-			if err := s.insertCopies(ctx, o); err != nil {
-				return 0, err
-			}
-		}
-		sentSQL, outcomesSQL = insertSentMappedSQL, insertOutcomesMappedSQL
+		return s.insertMapped(ctx, o, sentOnly, policy)
 	}
 	o.written = true
 	if sentOnly {
-		err = s.status.QueryRow(ctx, sentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
+		err = s.status.QueryRow(ctx, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
 			policy, s.now()).Scan(&visible)
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
+		if !s.sentConflicted(err) {
 			return visible, statusesErr(o, err)
 		}
-		s.sentConflict.Store(time.Now().Add(sentConflictPause).UnixNano())
 	}
-	err = s.status.QueryRow(ctx, outcomesSQL, o.args(true, policy, s.now())...).Scan(&visible)
+	err = s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible)
 	return visible, statusesErr(o, err)
+}
+
+// insertMapped is InsertOutcomes for a batch with mapped events: their
+// copies are kept in the same round trip and transaction, and the events
+// are read through outbox.relayed_events.
+func (s *Store) insertMapped(ctx context.Context, o *Outcomes, sentOnly bool, policy []byte) (visible int, err error) {
+	o.written = true
+	if sentOnly {
+		visible, err = s.insertWithCopies(ctx, o, insertSentMappedSQL, o.ids, o.attempts, o.partitions, o.offsets,
+			o.maxAttempt, policy, s.now())
+		if !s.sentConflicted(err) {
+			return visible, statusesErr(o, err)
+		}
+	}
+	visible, err = s.insertWithCopies(ctx, o, insertOutcomesMappedSQL, o.args(true, policy, s.now())...)
+	return visible, statusesErr(o, err)
+}
+
+// sentConflicted reports whether err is insert_sent.sql's unique violation
+// (a row exists already): the batch is then written with
+// insert_outcomes.sql, and so are the batches of the next sentConflictPause.
+func (s *Store) sentConflicted(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
+		return false
+	}
+	s.sentConflict.Store(time.Now().Add(sentConflictPause).UnixNano())
+	return true
 }
 
 // statusesErr is err, if any, from writing o's status rows.
