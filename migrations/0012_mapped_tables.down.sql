@@ -1,6 +1,7 @@
 -- Back to version 11: the functions and views over outbox.events alone, as
 -- versions 9, 10 and 2 wrote them (a migration cannot call an older one).
 -- Status rows of mapped events go with their copies.
+DELETE FROM outbox.deliveries WHERE source IS NOT NULL;
 DELETE FROM outbox.deliveries d USING outbox.mapped_events m WHERE d.event_id = m.id;
 
 DROP VIEW outbox.failed_events;
@@ -122,3 +123,5 @@ END $$;
 DROP VIEW outbox.relayed_events;
 DROP FUNCTION outbox.event_id(text, text);
 DROP TABLE outbox.mapped_events;
+DROP INDEX outbox.deliveries_mapped_created_at_idx;
+ALTER TABLE outbox.deliveries DROP COLUMN source;

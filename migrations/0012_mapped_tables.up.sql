@@ -2,18 +2,27 @@
 -- relays inserts into tables of any shape, mapped by configuration, and
 -- keeps their status rows in outbox.deliveries like those of outbox.events.
 --
--- outbox.mapped_events holds, for every event of a mapped table the stream
--- has seen, the Kafka record the mapping made of it. It is written by the
--- relay before the event's status row (in the same batches, one statement
--- per batch), so everything after the first try reads the copy, never the
--- application's table: a retry, a spill during a Kafka outage, a held key,
--- a resend from SQL. That is what lets an application delete its outbox
--- row in the transaction that wrote it (Debezium's recommended pattern):
--- the stream still sees the INSERT, and the copy is what is retried.
+-- A mapped event's status row carries its table (source) and topic. Its id
+-- is outbox.event_id(source, the id's text), so ids of any type (uuid,
+-- bigint, text) in any number of tables never meet. The relay never writes
+-- to the application's table.
 --
--- id is the status row's event_id: outbox.event_id(source, source_id), so
--- ids of any type (uuid, bigint, text) in any number of tables never meet.
--- The relay never writes to the application's table.
+-- outbox.mapped_events keeps the Kafka record of every mapped event that
+-- was not delivered on its first try (queued in a Kafka outage, behind a
+-- held key, waiting for a retry, FAILED), written by the relay in the same
+-- transaction as its status row. Everything after the first try reads the
+-- copy, never the application's table, which lets an application delete
+-- its outbox row in the transaction that wrote it (Debezium's recommended
+-- pattern): the stream still sees the INSERT, and the copy is what is
+-- retried and resent. An event delivered on its first try keeps no copy:
+-- writing one for every event halved the rate of the stream.
+ALTER TABLE outbox.deliveries ADD COLUMN source text;
+COMMENT ON COLUMN outbox.deliveries.source IS
+    'the mapped table (schema.table) of the event; NULL: outbox.events';
+-- Retention and purge walk the status rows of mapped events by age; rows of
+-- outbox.events are not in this index and pay nothing for it.
+CREATE INDEX deliveries_mapped_created_at_idx ON outbox.deliveries (created_at) WHERE source IS NOT NULL;
+
 CREATE TABLE outbox.mapped_events (
     id             uuid        PRIMARY KEY,
     source         text        NOT NULL,  -- schema.table
@@ -24,19 +33,12 @@ CREATE TABLE outbox.mapped_events (
     value          bytea,                 -- NULL: a tombstone
     headers        jsonb       NOT NULL DEFAULT '[]',  -- the record's headers in order: [[name, value], ...]
     event_type     text,
+    partition      integer,               -- the partition a column placed it on; NULL: by key
     created_at     timestamptz NOT NULL,  -- the record's timestamp
     copied_at      timestamptz NOT NULL DEFAULT now()
 );
--- Retention and purge walk copies by age. Copies are written in commit
--- order, so a BRIN index serves the walk at almost no cost to the stream
--- (a B-tree on created_at cost the Debezium drain a sixth of its rate). A
--- copy is found by its table's id through its id: outbox.event_id().
-CREATE INDEX mapped_events_created_at_idx ON outbox.mapped_events USING brin (created_at);
-
--- Deleting copies deletes their status rows, as deleting events does.
-CREATE TRIGGER mapped_events_delete_deliveries
-    AFTER DELETE ON outbox.mapped_events REFERENCING OLD TABLE AS deleted_events
-    FOR EACH STATEMENT EXECUTE FUNCTION outbox.delete_deliveries_of_deleted_events();
+-- A copy is found by its table's id through its id: outbox.event_id().
+-- Copies go with their status rows (retention, purge).
 
 -- The status row id of event p_id of table p_source ('schema.table'): the
 -- first 16 bytes of SHA-256 over the name, a zero byte and the id's text,
@@ -87,11 +89,12 @@ FROM outbox.deliveries d JOIN outbox.relayed_events e ON e.id = d.event_id
 WHERE d.status = 'FAILED';
 
 CREATE OR REPLACE VIEW outbox.delivery_stats AS
-SELECT e.topic, d.status, count(*) AS events,
-       max(now() - e.created_at) FILTER (WHERE d.status = 'PENDING') AS oldest_pending_age,
-       max(d.updated_at) AS last_change, e.source
-FROM outbox.deliveries d JOIN outbox.relayed_events e ON e.id = d.event_id
-GROUP BY e.source, e.topic, d.status;
+SELECT coalesce(e.topic, d.topic) AS topic, d.status, count(*) AS events,
+       max(now() - coalesce(e.created_at, d.created_at)) FILTER (WHERE d.status = 'PENDING') AS oldest_pending_age,
+       max(d.updated_at) AS last_change, coalesce(d.source, e.source) AS source
+FROM outbox.deliveries d LEFT JOIN outbox.relayed_events e ON e.id = d.event_id
+WHERE d.source IS NOT NULL OR e.id IS NOT NULL
+GROUP BY coalesce(d.source, e.source), coalesce(e.topic, d.topic), d.status;
 
 CREATE OR REPLACE FUNCTION outbox.resend_failed(
     p_topic        text        DEFAULT NULL,
@@ -145,8 +148,8 @@ LANGUAGE sql AS $$
 $$;
 
 -- purge: events of outbox.events first, then, in what the batch leaves,
--- copies of mapped events (their status rows go with them; the
--- application's table is never touched).
+-- status rows of mapped events with their copies (the application's table
+-- is never touched).
 CREATE OR REPLACE FUNCTION outbox.purge(older_than interval, status text DEFAULT 'SENT', batch int DEFAULT 1000,
                                         topic text DEFAULT NULL, event_type text DEFAULT NULL, reason text DEFAULT NULL,
                                         since timestamptz DEFAULT NULL, until timestamptz DEFAULT NULL) RETURNS bigint
@@ -178,18 +181,20 @@ BEGIN
     GET DIAGNOSTICS deleted = ROW_COUNT;
     IF deleted < purge.batch THEN
         WITH doomed AS (
-            SELECT m.id FROM outbox.mapped_events m JOIN outbox.deliveries d ON d.event_id = m.id
-            WHERE m.created_at < now() - purge.older_than AND d.status = purge.status
-              AND (purge.topic IS NULL OR m.topic = purge.topic)
+            SELECT d.event_id FROM outbox.deliveries d LEFT JOIN outbox.mapped_events m ON m.id = d.event_id
+            WHERE d.source IS NOT NULL AND d.created_at < now() - purge.older_than AND d.status = purge.status
+              AND (purge.topic IS NULL OR coalesce(m.topic, d.topic) = purge.topic)
               AND (purge.event_type IS NULL OR m.event_type = purge.event_type)
               AND (purge.reason IS NULL OR d.failure_reason = purge.reason)
-              AND (purge.since IS NULL OR m.created_at >= purge.since)
-              AND (purge.until IS NULL OR m.created_at < purge.until)
-            ORDER BY m.created_at
+              AND (purge.since IS NULL OR d.created_at >= purge.since)
+              AND (purge.until IS NULL OR d.created_at < purge.until)
+            ORDER BY d.created_at
             LIMIT purge.batch - deleted
             FOR UPDATE OF d SKIP LOCKED
+        ), copies AS (
+            DELETE FROM outbox.mapped_events m USING doomed WHERE m.id = doomed.event_id
         )
-        DELETE FROM outbox.mapped_events m USING doomed WHERE m.id = doomed.id;
+        DELETE FROM outbox.deliveries d USING doomed WHERE d.event_id = doomed.event_id;
         GET DIAGNOSTICS copies = ROW_COUNT;
         deleted := deleted + copies;
     END IF;

@@ -53,20 +53,22 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 		id = fmt.Sprintf("(no id: commit %X, position %d)", e.commitLSN, e.txPos)
 	}
 	e.id = mapping.EventID(m.source, id)
-	c := &store.Copy{EventID: e.id, Source: m.source, SourceID: id, CreatedAt: commitTime}
+	c := &store.Copy{EventID: e.id, Source: m.source, SourceID: id, CreatedAt: commitTime, Partition: -1}
 	e.copy = c
 	if err == nil && rec.Key != nil && (!utf8.Valid(rec.Key) || bytes.IndexByte(rec.Key, 0) >= 0) {
 		err = errors.New("the key is not UTF-8 text without NUL bytes, which per-key order needs")
 	}
 	if err == nil {
 		err = e.Build(kafka.Event{ID: e.id, Topic: []byte(rec.Topic), Key: rec.Key, Value: rec.Value,
-			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp})
+			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
+			Partition: rec.Partition, Partitioned: rec.Partition >= 0})
 	}
 	if err != nil {
 		e.invalid = fmt.Sprintf("%s: %v", m.source, err)
 		return
 	}
 	c.Topic, c.Key, c.KafkaKey, c.Value, c.EventType, c.CreatedAt = rec.Topic, rec.Key, rec.Key, rec.Value, rec.EventType, rec.Timestamp
+	c.Partition = rec.Partition
 	for _, h := range e.Record.Headers {
 		if k := string(h.Key); k != kafka.HeaderEventID && k != kafka.HeaderEventType {
 			c.Headers = append(c.Headers, [2]string{k, string(h.Value)})
@@ -95,7 +97,7 @@ func fillFromCopy(e *event, id [16]byte, c *store.Copy) {
 		err = fmt.Errorf("%s id %s could not be mapped to a record when it was streamed; no record was kept", c.Source, c.SourceID)
 	default:
 		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.KafkaKey, Value: c.Value, Placed: c.Headers,
-			EventType: c.EventType, Timestamp: c.CreatedAt})
+			EventType: c.EventType, Timestamp: c.CreatedAt, Partition: c.Partition, Partitioned: c.Partition >= 0})
 	}
 	if err != nil {
 		e.invalid = err.Error()

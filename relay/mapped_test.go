@@ -259,16 +259,24 @@ func seedCopies(t *testing.T, b *testBundle) {
 		SELECT outbox.event_id('public.outboxevent', a), 'public.outboxevent', a, 'orders',
 		       CASE WHEN a LIKE 'old%' THEN now() - interval '10 days' ELSE now() - interval '1 day' END
 		FROM unnest(ARRAY['old-sent', 'recent-sent', 'old-failed']) AS a RETURNING id, source_id AS a)
-		INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, failure_reason)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, failure_reason, source, created_at)
 		SELECT id, CASE WHEN a LIKE '%sent' THEN 'SENT' ELSE 'FAILED' END, 1, now(),
-		       CASE WHEN a LIKE '%failed' THEN 'INVALID_TOPIC' END
-		FROM c`)
+		       CASE WHEN a LIKE '%failed' THEN 'INVALID_TOPIC' END, 'public.outboxevent',
+		       CASE WHEN a LIKE 'old%' THEN now() - interval '10 days' ELSE now() - interval '1 day' END
+		FROM c;
+		-- delivered on its first try: no copy
+		INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, source, topic, created_at)
+		VALUES (outbox.event_id('public.outboxevent', 'old-sent-first-try'), 'SENT', 1, now(), 'public.outboxevent', 'orders',
+		        now() - interval '10 days')`)
 }
 
-func copiesLeft(t *testing.T, b *testBundle) string {
+// mappedLeft lists the status rows of mapped events left, by their copy's
+// id ("first-try" for a row without a copy), and checks no copy outlives
+// its status row.
+func mappedLeft(t *testing.T, b *testBundle) string {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `SELECT m.source_id FROM outbox.mapped_events m
-		JOIN outbox.deliveries d ON d.event_id = m.id ORDER BY 1`)
+	rows, err := b.pool.Query(context.Background(), `SELECT coalesce(m.source_id, 'first-try') FROM outbox.deliveries d
+		LEFT JOIN outbox.mapped_events m ON m.id = d.event_id WHERE d.source IS NOT NULL ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,26 +286,27 @@ func copiesLeft(t *testing.T, b *testBundle) string {
 		_ = rows.Scan(&a)
 		left = append(left, a)
 	}
-	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries`); n != len(left) {
-		t.Errorf("%d status rows for %d copies: rows of deleted copies must go with them", n, len(left))
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.mapped_events m
+		WHERE NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.event_id = m.id)`); n != 0 {
+		t.Errorf("%d copies outlive their status rows", n)
 	}
 	return strings.Join(left, ",")
 }
 
-func TestRetention_DeletesOldSENTCopiesOfMappedEvents(t *testing.T) {
+func TestRetention_DeletesOldSENTMappedEventsWithTheirCopies(t *testing.T) {
 	t.Parallel()
 	b := setup(t, kfake.SeedTopics(1, "orders"))
 	seedCopies(t, b)
 	cfg := b.config(t)
 	cfg.Retention = 7 * 24 * time.Hour
 	b.startRelay(t, cfg)
-	pgtest.Eventually(t, 30*time.Second, "old SENT copy deleted", func() (bool, string) {
-		left := copiesLeft(t, b)
+	pgtest.Eventually(t, 30*time.Second, "old SENT rows of mapped events deleted", func() (bool, string) {
+		left := mappedLeft(t, b)
 		return left == "old-failed,recent-sent", left
 	})
 }
 
-func TestPurge_TakesCopiesOfMappedEventsToo(t *testing.T) {
+func TestPurge_TakesMappedEventsWithTheirCopiesToo(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	seedCopies(t, b)
@@ -305,7 +314,7 @@ func TestPurge_TakesCopiesOfMappedEventsToo(t *testing.T) {
 	if err := b.pool.QueryRow(context.Background(), `SELECT outbox.purge('7 days', 'FAILED')`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("outbox.purge('7 days', 'FAILED') = %d, %v; want the old FAILED copy", n, err)
 	}
-	if left := copiesLeft(t, b); left != "old-sent,recent-sent" {
+	if left := mappedLeft(t, b); left != "first-try,old-sent,recent-sent" {
 		t.Fatalf("left: %s", left)
 	}
 }
@@ -367,5 +376,45 @@ func TestMapped_DeletedRowsQueuedThroughAKafkaOutageAreDeliveredOnceInKeyOrder(t
 		if m[sample] != c.want {
 			t.Errorf("%s = %v, want %v", sample, m[sample], c.want)
 		}
+	}
+}
+
+func TestMapped_APartitionPlacementPutsEachEventOnItsColumnsPartition(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // orders: three partitions
+	if _, err := kadm.NewClient(newKgo(t, b.brokers)).CreateTopics(context.Background(), 3, 1, nil, "outbox.event.shard"); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `CREATE TABLE public.sharded (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
+		aggregateid text NOT NULL, shard int, payload jsonb)`)
+	d, err := mapping.ParseDebezium("c.json", map[string]string{
+		"connector.class":        "io.debezium.connector.postgresql.PostgresConnector",
+		"table.include.list":     "public.sharded",
+		"transforms":             "outbox",
+		"transforms.outbox.type": mapping.EventRouter,
+		"transforms.outbox.table.fields.additional.placement": "shard:partition",
+		"key.converter":   "org.apache.kafka.connect.storage.StringConverter",
+		"value.converter": "org.apache.kafka.connect.storage.StringConverter",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config(t)
+	cfg.Tables = d.Tables
+	b.startRelay(t, cfg)
+	b.exec(t, `INSERT INTO public.sharded (aggregatetype, aggregateid, shard, payload) VALUES
+		('shard', 'same-key', 0, '{"n": 0}'), ('shard', 'same-key', 2, '{"n": 2}'), ('shard', 'same-key', 1, '{"n": 1}'),
+		('shard', 'same-key', 7, '{"n": 7}')`)
+	b.waitStatus(t, "SENT", 3, 30*time.Second)
+	b.waitStatus(t, "FAILED", 1, 30*time.Second)
+	for _, r := range kafkatest.Consume(t, b.brokers, 3, 10*time.Second, "outbox.event.shard") {
+		if want := fmt.Sprintf(`{"n": %d}`, r.Partition); string(r.Value) != want {
+			t.Errorf("partition %d holds %s, want %s", r.Partition, r.Value, want)
+		}
+	}
+	var reason, lastErr string
+	if err := b.pool.QueryRow(context.Background(), `SELECT failure_reason, last_error FROM outbox.deliveries WHERE status = 'FAILED'`).
+		Scan(&reason, &lastErr); err != nil || reason != kafka.ReasonInvalidPartition || !strings.Contains(lastErr, "partition 7") {
+		t.Errorf("the event placed on partition 7 of 3: %s %q (%v)", reason, lastErr, err)
 	}
 }

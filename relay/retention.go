@@ -95,14 +95,14 @@ func (r *retainer) pass(ctx context.Context) {
 	}
 }
 
-// walk is one pass over outbox.events or, with copies, over the kept
-// records of mapped events; it returns how many it deleted.
-func (r *retainer) walk(ctx context.Context, copies bool, cutoff time.Time) int64 {
+// walk is one pass over outbox.events or, with mapped, over the status rows
+// of mapped events; it returns how many it deleted.
+func (r *retainer) walk(ctx context.Context, mapped bool, cutoff time.Time) int64 {
 	var from time.Time
 	var total int64
 	for ctx.Err() == nil {
 		start := time.Now()
-		walked, last, deleted, err := r.store.RetentionStep(ctx, copies, from, cutoff, retentionBatch)
+		walked, last, deleted, err := r.store.RetentionStep(ctx, mapped, from, cutoff, retentionBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("retention: deleting delivered events failed; trying again at the next pass", zap.Error(err))

@@ -486,9 +486,10 @@ func (s *session) write() error {
 			for i := range b.events {
 				if e := &b.events[i]; !e.skip {
 					o := s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0)
-					rows.Add(o)
 					if e.copy != nil {
-						rows.AddCopy(*e.copy)
+						rows.AddMapped(o, e.copy)
+					} else {
+						rows.Add(o)
 					}
 					count(tally, e, o)
 					if hold && !e.deferred() && o.Status != store.StatusSent {

@@ -28,13 +28,13 @@ func TestRun_ADebeziumConfigWithUnsupportedOptionsExits2NamingEachOne(t *testing
 		"database.password": "connector-secret-pw", "database.dbname": "orders",
 		"table.include.list": "public.outboxevent",
 		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-		"transforms.outbox.table.fields.additional.placement": "shard:partition",
+		"transforms.outbox.table.fields.additional.placement": "shard:footer",
 		"value.converter": "io.confluent.connect.avro.AvroConverter"}}`)
 	out, errOut, code := runCLI(t, env("OUTBOX_KAFKA_BROKERS", "127.0.0.1:9092"), "run", "--debezium-config", file)
 	if code != 2 {
 		t.Fatalf("exit %d, want 2\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"transforms.outbox.table.fields.additional.placement", "shard:partition", "value.converter:", "AvroConverter"} {
+	for _, want := range []string{"transforms.outbox.table.fields.additional.placement", "shard:footer", "value.converter:", "AvroConverter"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr does not name %q:\n%s", want, errOut)
 		}
@@ -57,7 +57,7 @@ func TestRun_TheDebeziumConfigsDatabaseSettingsStandInForDatabaseURLAndStaySecre
 	}, "\n"))
 	// The table does not exist: the relay connects with the file's
 	// settings, then stops at its check of the mapping.
-	out, errOut, code := runCLI(t, env("OUTBOX_KAFKA_BROKERS", "127.0.0.1:9", "OUTBOX_SLOT", uniqueSlot(t)), "run", "--debezium-config", file)
+	out, errOut, code := runCLI(t, env("OUTBOX_KAFKA_BROKERS", "127.0.0.1:9", "OUTBOX_SLOT", uniqueSlot(t)), "run", "--metrics-addr", "", "--debezium-config", file)
 	if code != 2 || !strings.Contains(errOut, "table public.missing_outbox does not exist") {
 		t.Fatalf("exit %d, want 2 naming the missing table\n%s%s", code, out, errOut)
 	}

@@ -17,7 +17,14 @@ const (
 	ReasonInvalidTopic        = "INVALID_TOPIC"
 	ReasonUnauthorizedOnTopic = "UNAUTHORIZED_ON_TOPIC"
 	ReasonMessageTooLarge     = "MESSAGE_TOO_LARGE"
+	// ReasonInvalidPartition: a mapped table placed the event on a
+	// partition its topic does not have.
+	ReasonInvalidPartition = "INVALID_PARTITION"
 )
+
+// errNoSuchPartition: the partition a mapped table placed an event on does
+// not exist.
+var errNoSuchPartition = errors.New("no such partition")
 
 // failureClass says what a publish error means for the message.
 type failureClass int
@@ -44,6 +51,8 @@ func classify(err error) (failureClass, string) {
 	case errors.Is(err, sarama.ErrMessageSizeTooLarge), errors.Is(err, sarama.ErrMessageSetSizeTooLarge),
 		isClientSizeCheck(err):
 		return classMessage, ReasonMessageTooLarge
+	case errors.Is(err, errNoSuchPartition):
+		return classMessage, ReasonInvalidPartition
 	}
 	for _, t := range unavailable {
 		if errors.Is(err, t) {

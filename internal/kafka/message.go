@@ -30,6 +30,11 @@ type Event struct {
 	Headers   []byte
 	EventType []byte // nil: no outbox-event-type header
 	Timestamp time.Time
+	// Partition, when Partitioned, is the record's partition: a mapped
+	// table's column placed as the partition. Otherwise the partitioner
+	// places the record by its key.
+	Partition   int32
+	Partitioned bool
 }
 
 // Message is one record on its way to Kafka and, once it is reported done,
@@ -45,6 +50,8 @@ type Message struct {
 	// whatever sarama says of it later is not reported.
 	given      bool
 	prev, next *Message // in the publisher's flight list
+	// partition is the partition a mapped table placed; -1: none.
+	partition int32
 }
 
 // Key is the record's key as Build set it, or nil when it has none.
@@ -93,8 +100,16 @@ func (m *Message) Build(ev Event) error {
 		r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventType), Value: ev.EventType})
 	}
 	r.Timestamp = ev.Timestamp
+	m.partition = -1
+	if ev.Partitioned {
+		m.partition = ev.Partition
+	}
 	return nil
 }
+
+// PlacedPartition is the partition a mapped table placed the message on, or
+// -1.
+func (m *Message) PlacedPartition() int32 { return m.partition }
 
 // Size is the record's size as the producer counts it against its limits.
 func (m *Message) Size() int { return m.Record.ByteSize(2) }

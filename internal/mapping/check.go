@@ -134,7 +134,7 @@ func (t *Table) option(use string) string {
 	if o := t.Options[use]; o != "" {
 		return o
 	}
-	if strings.HasPrefix(use, "placed as ") {
+	if strings.HasPrefix(use, "placed as ") || use == "partition" {
 		if o := t.Options["placed"]; o != "" {
 			return o
 		}

@@ -411,8 +411,7 @@ func (p *debeziumParser) placements(t *Table, prefix, list string) {
 		case "envelope":
 			pl.Envelope = true
 		case "partition":
-			p.unsupported(option, fmt.Sprintf("%q: the partition placement is not supported yet (the relay places by key)", item))
-			continue
+			pl.Partition = true
 		default:
 			p.unsupported(option, fmt.Sprintf("%q: placement %q is not header, envelope or partition", item, parts[1]))
 			continue

@@ -58,6 +58,9 @@ type Placement struct {
 	// Envelope: a field of the value ({"payload": ..., Alias: ...}) rather
 	// than a header.
 	Envelope bool
+	// Partition: the column (an integer) is the record's partition
+	// (Debezium's "partition" placement); Alias is unused.
+	Partition bool
 }
 
 // Table maps one table. Column fields name columns; "" means none.
@@ -123,7 +126,11 @@ func (t *Table) Columns() []ColumnUse {
 		add(c, "topic")
 	}
 	for _, p := range t.Placements {
-		add(p.Column, "placed as "+p.Alias)
+		if p.Partition {
+			add(p.Column, "partition")
+		} else {
+			add(p.Column, "placed as "+p.Alias)
+		}
 	}
 	return uses
 }
@@ -169,6 +176,13 @@ func (t *Table) validate() error {
 	}
 	seen := map[string]bool{}
 	for _, p := range t.Placements {
+		if p.Partition {
+			if seen["partition"] {
+				return fmt.Errorf("table %s: two columns are placed as the partition", t.QualifiedName())
+			}
+			seen["partition"] = true
+			continue
+		}
 		if p.Alias == "" {
 			return fmt.Errorf("table %s: column %s is placed without a name", t.QualifiedName(), p.Column)
 		}

@@ -51,7 +51,7 @@ func TestParseDebezium_NamesEveryUnsupportedOption(t *testing.T) {
 		"table.include.list":     "public\\.outbox.*",
 		"transforms":             "outbox,route",
 		"transforms.outbox.type": EventRouter,
-		"transforms.outbox.table.fields.additional.placement": "p:partition",
+		"transforms.outbox.table.fields.additional.placement": "p:footer",
 		"transforms.outbox.tracing.span.context.field":        "tracing",
 		"transforms.outbox.table.field.event.schema.version":  "v",
 		"transforms.route.type":                               "org.apache.kafka.connect.transforms.RegexRouter",

@@ -53,6 +53,9 @@ type Record struct {
 	HeadersJSON []byte
 	EventType   []byte
 	Timestamp   time.Time
+	// Partition is the record's partition when a column is placed as it;
+	// -1: the partitioner places the record by its key.
+	Partition int32
 }
 
 // Bound is a Table read against one version of its relation, as pgoutput
@@ -135,6 +138,7 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		return r, fmt.Errorf("id column %s is NULL", t.ID)
 	}
 	r.ID = string(id)
+	r.Partition = -1
 	if r.Topic, err = b.topic(values); err != nil {
 		return r, err
 	}
@@ -154,6 +158,12 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		r.Headers = append(r.Headers, Header{Name: t.IDHeader, Value: id})
 	}
 	for _, p := range t.Placements {
+		if p.Partition {
+			if r.Partition, err = b.partition(p.Column, values); err != nil {
+				return r, err
+			}
+			continue
+		}
 		if p.Envelope {
 			continue
 		}
@@ -406,6 +416,19 @@ func (b *Bound) text(col string, values [][]byte) ([]byte, error) {
 	}
 }
 
+// partition reads a column placed as the partition: a non-negative integer.
+func (b *Bound) partition(col string, values [][]byte) (int32, error) {
+	v := values[b.idx[col]]
+	if v == nil {
+		return 0, fmt.Errorf("column %s, placed as the partition, is NULL", col)
+	}
+	n, ok := integer(v)
+	if !ok || n < 0 || n > 1<<31-1 {
+		return 0, fmt.Errorf("column %s, placed as the partition, is not a partition number", col)
+	}
+	return int32(n), nil
+}
+
 // time reads a timestamp column: timestamptz, timestamp (UTC) or bigint
 // milliseconds since the epoch.
 func (b *Bound) time(col string, values [][]byte) (time.Time, bool) {
@@ -472,6 +495,8 @@ func readable(u ColumnUse, oid uint32, t *Table) error {
 		default:
 			ok, want = textual[oid] || oid == oidBytea, want+" or bytea"
 		}
+	case "partition":
+		ok, want = oid == oidInt2 || oid == oidInt4 || oid == oidInt8, "smallint, integer or bigint"
 	case "timestamp":
 		ok, want = oid == oidTimestamptz || oid == oidTimestamp || oid == oidInt8,
 			"timestamptz, timestamp or bigint (milliseconds since 1970)"

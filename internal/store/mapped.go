@@ -18,20 +18,33 @@ var (
 	insertCopiesSQL string
 	//go:embed sql/copies.sql
 	copiesSQL string
+	//go:embed sql/insert_mapped_sent.sql
+	insertMappedSentSQL string
+	//go:embed sql/retention_mapped.sql
+	retentionMappedSQL string
 
-	// The outcome statements for batches with mapped events: their events
-	// are read through outbox.relayed_events, which adds the copies to
-	// outbox.events. Batches of outbox.events alone keep the plain ones.
-	insertOutcomesMappedSQL = relayedEvents(insertOutcomesSQL)
-	insertSentMappedSQL     = relayedEvents(insertSentSQL)
+	// insert_outcomes.sql for batches with copies: their events are read
+	// through outbox.relayed_events, which adds the copies to outbox.events,
+	// and their rows take the copy's table. Batches of outbox.events alone
+	// keep the plain statement.
+	insertOutcomesMappedSQL = replaceAll(insertOutcomesSQL,
+		"SELECT e.topic, e.key, e.seq FROM outbox.events e WHERE e.id = u.id",
+		"SELECT e.topic, e.key, e.seq, NULLIF(e.source, 'outbox.events') AS source FROM outbox.relayed_events e WHERE e.id = u.id",
+		"u.*, seen.topic, seen.key, seen.seq", "u.*, seen.topic, seen.key, seen.seq, seen.source",
+		"tx_position, seq)", "tx_position, seq, source)",
+		"coalesce(u.seq, 0)\n    FROM u", "coalesce(u.seq, 0), u.source\n    FROM u")
 )
 
-func relayedEvents(sql string) string {
-	const from = "FROM outbox.events e WHERE e.id = u.id"
-	if !strings.Contains(sql, from) {
-		panic("store: an outcome statement no longer reads its event " + from)
+// replaceAll makes each replacement (old, new, ...) in sql; a replacement
+// that no longer finds its text is a bug that must not pass silently.
+func replaceAll(sql string, pairs ...string) string {
+	for i := 0; i < len(pairs); i += 2 {
+		if !strings.Contains(sql, pairs[i]) {
+			panic("store: an outcome statement no longer contains " + pairs[i])
+		}
+		sql = strings.ReplaceAll(sql, pairs[i], pairs[i+1])
 	}
-	return strings.ReplaceAll(sql, from, "FROM outbox.relayed_events e WHERE e.id = u.id")
+	return sql
 }
 
 // Copy is the record a mapped table's row became, kept in
@@ -49,6 +62,7 @@ type Copy struct {
 	Headers   [][2]string
 	EventType []byte
 	CreatedAt time.Time
+	Partition int32 // placed by a column; -1: by key
 }
 
 // copies is a batch of Copy in column form, as insert_copies.sql takes it.
@@ -58,10 +72,45 @@ type copies struct {
 	topics, keys, eventTypes   []*string
 	kafkaKeys, values, headers [][]byte
 	createdAt                  []time.Time
+	partitions                 []int32
 }
 
-// AddCopy adds the record of a mapped event; InsertOutcomes keeps it before
-// writing the status rows.
+// mappedSent is a batch of mapped events SENT on their first try, in
+// column form, as insert_mapped_sent.sql takes it.
+type mappedSent struct {
+	ids              [][16]byte
+	attempts, maxAtt []int32
+	partitions       []int32
+	offsets          []int64
+	sources, topics  []string
+}
+
+func (m *mappedSent) reset() {
+	*m = mappedSent{ids: m.ids[:0], attempts: m.attempts[:0], maxAtt: m.maxAtt[:0], partitions: m.partitions[:0],
+		offsets: m.offsets[:0], sources: m.sources[:0], topics: m.topics[:0]}
+}
+
+// AddMapped adds the outcome of a mapped event, whose record is c: a plain
+// SENT one carries its table and topic in its status row; any other keeps
+// its record (AddCopy) for what comes after the first try.
+func (o *Outcomes) AddMapped(r Outcome, c *Copy) {
+	if r.Status != StatusSent || r.LastError != "" || r.Reason != "" || r.Delay != 0 {
+		o.Add(r)
+		o.AddCopy(*c)
+		return
+	}
+	m := &o.mapped
+	m.ids = append(m.ids, r.EventID)
+	m.attempts = append(m.attempts, r.Attempts)
+	m.maxAtt = append(m.maxAtt, r.MaxAttempts)
+	m.partitions = append(m.partitions, r.Partition)
+	m.offsets = append(m.offsets, r.Offset)
+	m.sources = append(m.sources, c.Source)
+	m.topics = append(m.topics, c.Topic)
+}
+
+// AddCopy adds the record of a mapped event; InsertOutcomes keeps it with
+// the status rows.
 func (o *Outcomes) AddCopy(c Copy) {
 	k := &o.copies
 	k.ids = append(k.ids, c.EventID)
@@ -81,6 +130,7 @@ func (o *Outcomes) AddCopy(c Copy) {
 	}
 	k.headers = append(k.headers, append(h, ']'))
 	k.createdAt = append(k.createdAt, c.CreatedAt)
+	k.partitions = append(k.partitions, c.Partition)
 }
 
 func optional(b []byte) *string {
@@ -94,7 +144,7 @@ func optional(b []byte) *string {
 func (k *copies) reset() {
 	*k = copies{ids: k.ids[:0], sources: k.sources[:0], sourceIDs: k.sourceIDs[:0], topics: k.topics[:0],
 		keys: k.keys[:0], eventTypes: k.eventTypes[:0], kafkaKeys: k.kafkaKeys[:0], values: k.values[:0],
-		headers: k.headers[:0], createdAt: k.createdAt[:0]}
+		headers: k.headers[:0], createdAt: k.createdAt[:0], partitions: k.partitions[:0]}
 }
 
 // queueCopies adds the statement that keeps o's copies to batch.
@@ -105,26 +155,45 @@ func queueCopies(batch *pgx.Batch, o *Outcomes) {
 		headers[i] = string(h)
 	}
 	batch.Queue(insertCopiesSQL, k.ids, k.sources, k.sourceIDs, k.topics, k.keys, k.kafkaKeys, k.values, headers,
-		k.eventTypes, k.createdAt)
+		k.eventTypes, k.createdAt, k.partitions)
 }
 
-// insertWithCopies runs an outcome statement after the statement that keeps
-// o's copies, in one round trip and one transaction (a pgx batch ends with
-// one Sync): the status rows never exist without their copies.
-func (s *Store) insertWithCopies(ctx context.Context, o *Outcomes, sql string, args ...any) (visible int, err error) {
+// insertMapped writes a batch with mapped events in one round trip and one
+// transaction (a pgx batch ends with one Sync): the copies, the status rows
+// of mapped events SENT on their first try, then the other rows with
+// sql and args (none: no other rows). It returns how many events were
+// visible: every mapped event, and those of outbox.events that sql saw.
+func (s *Store) insertMapped(ctx context.Context, o *Outcomes, policy []byte, sql string, args ...any) (visible int, err error) {
 	batch := &pgx.Batch{}
-	queueCopies(batch, o)
-	batch.Queue(sql, args...)
+	if len(o.copies.ids) > 0 {
+		queueCopies(batch, o)
+	}
+	m := &o.mapped
+	if len(m.ids) > 0 {
+		batch.Queue(insertMappedSentSQL, m.ids, m.attempts, m.partitions, m.offsets, m.maxAtt, m.sources, m.topics,
+			policy, s.now())
+	}
+	if sql != "" {
+		batch.Queue(sql, args...)
+	}
 	res := s.status.SendBatch(ctx, batch)
 	defer res.Close()
-	if _, err := res.Exec(); err != nil {
-		return 0, fmt.Errorf("keeping %d mapped events: %w", len(o.copies.ids), err)
+	if len(o.copies.ids) > 0 {
+		if _, err := res.Exec(); err != nil {
+			return 0, fmt.Errorf("keeping %d records of mapped events: %w", len(o.copies.ids), err)
+		}
 	}
-	err = res.QueryRow().Scan(&visible)
-	if cerr := res.Close(); err == nil {
-		err = cerr
+	if len(m.ids) > 0 {
+		if _, err := res.Exec(); err != nil {
+			return 0, err
+		}
 	}
-	return visible, err
+	if sql != "" {
+		if err := res.QueryRow().Scan(&visible); err != nil {
+			return 0, err
+		}
+	}
+	return visible + len(m.ids), res.Close()
 }
 
 // Copies reads the kept records of mapped events, by event id.
@@ -140,7 +209,7 @@ func (s *Store) Copies(ctx context.Context, ids [][16]byte) (map[[16]byte]Copy, 
 		var topic, eventType *string
 		var headers []byte
 		if err := rows.Scan(&c.EventID, &c.Source, &c.SourceID, &topic, &c.KafkaKey, &c.Value, &headers, &eventType,
-			&c.CreatedAt); err != nil {
+			&c.CreatedAt, &c.Partition); err != nil {
 			return nil, fmt.Errorf("reading mapped events: %w", err)
 		}
 		if topic != nil {

@@ -60,8 +60,10 @@ type Outcomes struct {
 	// written: InsertOutcomes has written o before, so its visible rows
 	// exist (a retry for events that were not visible yet).
 	written bool
-	// copies are the records of o's mapped events (AddCopy).
+	// copies are the records of o's mapped events (AddCopy); mapped, the
+	// mapped events SENT on their first try (AddMapped).
 	copies copies
+	mapped mappedSent
 }
 
 // Reset empties o, keeping its memory.
@@ -73,10 +75,11 @@ func (o *Outcomes) Reset() {
 	o.lsns, o.positions = o.lsns[:0], o.positions[:0]
 	o.unsent, o.written = 0, false
 	o.copies.reset()
+	o.mapped.reset()
 }
 
 // Len is the number of outcomes in o.
-func (o *Outcomes) Len() int { return len(o.ids) }
+func (o *Outcomes) Len() int { return len(o.ids) + len(o.mapped.ids) }
 
 // Add appends one outcome.
 func (o *Outcomes) Add(r Outcome) {
@@ -138,34 +141,31 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 		return 0, nil
 	}
 	sentOnly := o.unsent == 0 && !o.written && !s.inTx && time.Now().UnixNano() >= s.sentConflict.Load()
-	if len(o.copies.ids) > 0 {
-		return s.insertMapped(ctx, o, sentOnly, policy)
-	}
+	mapped := len(o.copies.ids) > 0 || len(o.mapped.ids) > 0
+	written := o.written
 	o.written = true
-	if sentOnly {
+	switch {
+	case mapped && len(o.ids) == 0:
+		visible, err = s.insertMapped(ctx, o, policy, "")
+		return visible, statusesErr(o, err)
+	case mapped && !written && len(o.copies.ids) == 0 && sentOnly:
+		visible, err = s.insertMapped(ctx, o, policy, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets,
+			o.maxAttempt, policy, s.now())
+		if !s.sentConflicted(err) {
+			return visible, statusesErr(o, err)
+		}
+	case sentOnly:
 		err = s.status.QueryRow(ctx, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
 			policy, s.now()).Scan(&visible)
 		if !s.sentConflicted(err) {
 			return visible, statusesErr(o, err)
 		}
 	}
-	err = s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible)
-	return visible, statusesErr(o, err)
-}
-
-// insertMapped is InsertOutcomes for a batch with mapped events: their
-// copies are kept in the same round trip and transaction, and the events
-// are read through outbox.relayed_events.
-func (s *Store) insertMapped(ctx context.Context, o *Outcomes, sentOnly bool, policy []byte) (visible int, err error) {
-	o.written = true
-	if sentOnly {
-		visible, err = s.insertWithCopies(ctx, o, insertSentMappedSQL, o.ids, o.attempts, o.partitions, o.offsets,
-			o.maxAttempt, policy, s.now())
-		if !s.sentConflicted(err) {
-			return visible, statusesErr(o, err)
-		}
+	if mapped {
+		visible, err = s.insertMapped(ctx, o, policy, insertOutcomesMappedSQL, o.args(true, policy, s.now())...)
+		return visible, statusesErr(o, err)
 	}
-	visible, err = s.insertWithCopies(ctx, o, insertOutcomesMappedSQL, o.args(true, policy, s.now())...)
+	err = s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible)
 	return visible, statusesErr(o, err)
 }
 

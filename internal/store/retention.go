@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed" // the statements
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -15,20 +14,16 @@ var retentionSQL string
 // one at a time.
 const retentionLock = "outbox-relay/retention"
 
-// retentionCopiesSQL is retention.sql over the copies of mapped events
-// (outbox.mapped_events, whose deletion deletes their status rows too).
-// The application's own tables are never touched.
-var retentionCopiesSQL = strings.ReplaceAll(retentionSQL, "outbox.events", "outbox.mapped_events")
-
 // RetentionStep walks up to limit events created in [from, cutoff) and
 // deletes the SENT ones with their delivery rows: events of outbox.events,
-// or with copies, the copies of mapped events. It returns how many it
+// or with mapped, the status rows of mapped events (retention_mapped.sql).
+// It returns how many it
 // walked, the created_at of the last one (the next from) and how many it
 // deleted.
-func (s *Store) RetentionStep(ctx context.Context, copies bool, from, cutoff time.Time, limit int) (walked int, last *time.Time, deleted int64, err error) {
+func (s *Store) RetentionStep(ctx context.Context, mapped bool, from, cutoff time.Time, limit int) (walked int, last *time.Time, deleted int64, err error) {
 	sql := retentionSQL
-	if copies {
-		sql = retentionCopiesSQL
+	if mapped {
+		sql = retentionMappedSQL
 	}
 	err = s.db.QueryRow(ctx, sql, from, cutoff, limit).Scan(&walked, &last, &deleted)
 	if err != nil {

@@ -22,4 +22,4 @@ SET attempts = d.attempts + 1,
 FROM stuck
 WHERE d.event_id = stuck.event_id
 RETURNING d.event_id::text, d.status, d.last_error, d.attempts, coalesce(d.failure_reason, ''),
-          (SELECT e.topic FROM outbox.events e WHERE e.id = d.event_id)
+          (SELECT e.topic FROM outbox.relayed_events e WHERE e.id = d.event_id)
