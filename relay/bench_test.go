@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/mapping"
 )
 
 func benchRow() (*cdc.Relation, [][]byte) {
 	rel := &cdc.Relation{Namespace: "outbox", Name: "events", Columns: []cdc.Column{
-		{Name: "id", TypeOID: oidUUID}, {Name: "topic", TypeOID: oidText}, {Name: "key", TypeOID: oidText},
-		{Name: "payload", TypeOID: oidJSONB}, {Name: "headers", TypeOID: oidJSONB},
-		{Name: "event_type", TypeOID: oidText}, {Name: "created_at", TypeOID: oidTimestamptz},
+		{Name: "id", TypeOID: mapping.OIDUUID}, {Name: "topic", TypeOID: mapping.OIDText}, {Name: "key", TypeOID: mapping.OIDText},
+		{Name: "payload", TypeOID: mapping.OIDJSONB}, {Name: "headers", TypeOID: mapping.OIDJSONB},
+		{Name: "event_type", TypeOID: mapping.OIDText}, {Name: "created_at", TypeOID: mapping.OIDTimestamptz},
 	}}
 	payload := append([]byte{1}, []byte(`{"order_id": 123456, "note": "`+strings.Repeat("x", 440)+`"}`)...)
 	ts := binary.BigEndian.AppendUint64(nil, 800000000000000)

@@ -8,21 +8,8 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/mapping"
 	"github.com/outbox-relay/outbox-relay/internal/store"
-)
-
-// PostgreSQL type OIDs the relay reads.
-const (
-	oidBytea       = 17
-	oidInt4        = 23
-	oidText        = 25
-	oidJSON        = 114
-	oidBpchar      = 1042
-	oidVarchar     = 1043
-	oidTimestamp   = 1114
-	oidTimestamptz = 1184
-	oidUUID        = 2950
-	oidJSONB       = 3802
 )
 
 // ErrBadTable marks an outbox.events table the relay cannot read at all
@@ -49,7 +36,7 @@ func newLayout(rel *cdc.Relation) (*layout, error) {
 		// maxAttempts overrides the retry policy for one event (migration 2).
 		maxAttempts: rel.ColumnIndex("max_attempts"),
 	}
-	if l.maxAttempts >= 0 && rel.Columns[l.maxAttempts].TypeOID != oidInt4 {
+	if l.maxAttempts >= 0 && rel.Columns[l.maxAttempts].TypeOID != mapping.OIDInt4 {
 		l.maxAttempts = -1
 	}
 	if rel.Namespace != "outbox" || rel.Name != "events" {
@@ -60,8 +47,8 @@ func newLayout(rel *cdc.Relation) (*layout, error) {
 			return nil, fmt.Errorf("%w: column %q is missing", ErrBadTable, name)
 		}
 	}
-	if oid := rel.Columns[l.id].TypeOID; oid != oidUUID {
-		return nil, fmt.Errorf("%w: column id has type %s; it must be uuid", ErrBadTable, typeName(oid))
+	if oid := rel.Columns[l.id].TypeOID; oid != mapping.OIDUUID {
+		return nil, fmt.Errorf("%w: column id has type %s; it must be uuid", ErrBadTable, mapping.TypeName(oid))
 	}
 	return l, nil
 }
@@ -136,7 +123,7 @@ func (l *layout) read(values [][]byte, commitTime time.Time) (ev kafka.Event, er
 	ev.Timestamp = commitTime
 	if l.createdAt >= 0 && values[l.createdAt] != nil {
 		switch oid := l.rel.Columns[l.createdAt].TypeOID; oid {
-		case oidTimestamptz, oidTimestamp:
+		case mapping.OIDTimestamptz, mapping.OIDTimestamp:
 			if v := values[l.createdAt]; len(v) == 8 {
 				ev.Timestamp = cdc.PgTime(int64(binary.BigEndian.Uint64(v)))
 			}
@@ -149,10 +136,10 @@ func (l *layout) read(values [][]byte, commitTime time.Time) (ev kafka.Event, er
 func (l *layout) text(i int, values [][]byte) ([]byte, error) {
 	c := l.rel.Columns[i]
 	switch c.TypeOID {
-	case oidText, oidVarchar, oidBpchar:
+	case mapping.OIDText, mapping.OIDVarchar, mapping.OIDBpchar:
 		return values[i], nil
 	}
-	return nil, fmt.Errorf("column %s has type %s; the relay reads it as text, varchar or char", c.Name, typeName(c.TypeOID))
+	return nil, fmt.Errorf("column %s has type %s; the relay reads it as text, varchar or char", c.Name, mapping.TypeName(c.TypeOID))
 }
 
 // payloadBytes returns the value bytes: bytea, text and json byte-exact, jsonb in
@@ -163,12 +150,12 @@ func (l *layout) payloadBytes(values [][]byte) ([]byte, error) {
 		return nil, nil // a tombstone
 	}
 	switch oid := l.rel.Columns[l.payload].TypeOID; oid {
-	case oidJSONB:
+	case mapping.OIDJSONB:
 		return jsonbText(v)
-	case oidBytea, oidText, oidVarchar, oidBpchar, oidJSON:
+	case mapping.OIDBytea, mapping.OIDText, mapping.OIDVarchar, mapping.OIDBpchar, mapping.OIDJSON:
 		return v, nil
 	default:
-		return nil, fmt.Errorf("payload has type %s; the relay publishes jsonb, json, bytea and text payloads", typeName(oid))
+		return nil, fmt.Errorf("payload has type %s; the relay publishes jsonb, json, bytea and text payloads", mapping.TypeName(oid))
 	}
 }
 
@@ -183,28 +170,15 @@ func jsonbText(v []byte) ([]byte, error) {
 // headersJSON returns the headers column as JSON text.
 func (l *layout) headersJSON(v []byte) ([]byte, error) {
 	switch oid := l.rel.Columns[l.headers].TypeOID; oid {
-	case oidJSONB:
+	case mapping.OIDJSONB:
 		v, err := jsonbText(v)
 		if err != nil {
 			return nil, fmt.Errorf("headers: %w", err)
 		}
 		return v, nil
-	case oidJSON, oidText, oidVarchar:
+	case mapping.OIDJSON, mapping.OIDText, mapping.OIDVarchar:
 		return v, nil
 	default:
-		return nil, fmt.Errorf("headers has type %s; it must be jsonb or json", typeName(oid))
+		return nil, fmt.Errorf("headers has type %s; it must be jsonb or json", mapping.TypeName(oid))
 	}
-}
-
-// typeName names the common built-in types for error messages.
-func typeName(oid uint32) string {
-	names := map[uint32]string{
-		16: "boolean", 20: "bigint", 21: "smallint", 23: "integer", 142: "xml", 700: "real",
-		701: "double precision", 1700: "numeric", oidUUID: "uuid", oidTimestamptz: "timestamptz",
-		oidTimestamp: "timestamp", oidBytea: "bytea", oidText: "text", oidJSON: "json", oidJSONB: "jsonb",
-	}
-	if n, ok := names[oid]; ok {
-		return fmt.Sprintf("%s (oid %d)", n, oid)
-	}
-	return fmt.Sprintf("oid %d", oid)
 }

@@ -18,8 +18,8 @@ func BenchmarkMappedFill(b *testing.B) {
 		b.Fatal(err)
 	}
 	rel := &cdc.Relation{Namespace: "public", Name: "outboxevent", Columns: []cdc.Column{
-		{Name: "id", TypeOID: oidUUID}, {Name: "aggregatetype", TypeOID: oidVarchar}, {Name: "aggregateid", TypeOID: oidVarchar},
-		{Name: "type", TypeOID: oidVarchar}, {Name: "payload", TypeOID: oidJSONB}}}
+		{Name: "id", TypeOID: mapping.OIDUUID}, {Name: "aggregatetype", TypeOID: mapping.OIDVarchar}, {Name: "aggregateid", TypeOID: mapping.OIDVarchar},
+		{Name: "type", TypeOID: mapping.OIDVarchar}, {Name: "payload", TypeOID: mapping.OIDJSONB}}}
 	bound, err := d.Tables[0].Bind(rel)
 	if err != nil {
 		b.Fatal(err)

@@ -99,7 +99,7 @@ func row(cols ...any) (*cdc.Relation, [][]byte) {
 			values = append(values, nil)
 		case string:
 			b := []byte(v)
-			if cols[i+1].(uint32) == oidJSONB {
+			if cols[i+1].(uint32) == OIDJSONB {
 				b = append([]byte{1}, b...)
 			}
 			values = append(values, b)
@@ -124,9 +124,9 @@ func debeziumTable(key, value Converter, expand bool) *Table {
 }
 
 func TestRecord_WritesWhatDebeziumWrites(t *testing.T) {
-	rel, values := row("id", uint32(oidUUID), uuidBytes, "aggregatetype", uint32(oidVarchar), "order",
-		"aggregateid", uint32(oidVarchar), "o-1", "type", uint32(oidVarchar), "OrderCreated",
-		"payload", uint32(oidJSONB), `{"id": 1, "note": "<b>"}`)
+	rel, values := row("id", uint32(OIDUUID), uuidBytes, "aggregatetype", uint32(OIDVarchar), "order",
+		"aggregateid", uint32(OIDVarchar), "o-1", "type", uint32(OIDVarchar), "OrderCreated",
+		"payload", uint32(OIDJSONB), `{"id": 1, "note": "<b>"}`)
 	commit := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	cases := []struct {
 		name       string
@@ -167,8 +167,8 @@ func TestRecord_WritesWhatDebeziumWrites(t *testing.T) {
 }
 
 func TestRecord_EnvelopeAndBigintIDs(t *testing.T) {
-	rel, values := row("id", uint32(oidInt8), int64(42), "aggregatetype", uint32(oidText), "invoice",
-		"aggregateid", uint32(oidText), "i-9", "type", uint32(oidText), "Paid", "payload", uint32(oidBytea), []byte{0, 1, 2})
+	rel, values := row("id", uint32(OIDInt8), int64(42), "aggregatetype", uint32(OIDText), "invoice",
+		"aggregateid", uint32(OIDText), "i-9", "type", uint32(OIDText), "Paid", "payload", uint32(OIDBytea), []byte{0, 1, 2})
 	tb := debeziumTable(JSON, JSON, false)
 	tb.Placements = []Placement{{Column: "type", Alias: "eventType", Envelope: true}}
 	b, err := tb.Bind(rel)
@@ -188,8 +188,8 @@ func TestRecord_EnvelopeAndBigintIDs(t *testing.T) {
 }
 
 func TestRecord_ABadRowSaysWhy(t *testing.T) {
-	rel, values := row("id", uint32(oidUUID), uuidBytes, "aggregatetype", uint32(oidVarchar), nil,
-		"aggregateid", uint32(oidVarchar), "o-1", "type", uint32(oidVarchar), "T", "payload", uint32(oidJSONB), `{}`)
+	rel, values := row("id", uint32(OIDUUID), uuidBytes, "aggregatetype", uint32(OIDVarchar), nil,
+		"aggregateid", uint32(OIDVarchar), "o-1", "type", uint32(OIDVarchar), "T", "payload", uint32(OIDJSONB), `{}`)
 	b, err := debeziumTable(String, JSON, false).Bind(rel)
 	if err != nil {
 		t.Fatal(err)
@@ -201,8 +201,8 @@ func TestRecord_ABadRowSaysWhy(t *testing.T) {
 }
 
 func TestBind_RefusesAnUnreadableColumn(t *testing.T) {
-	rel, _ := row("id", uint32(oidUUID), nil, "aggregatetype", uint32(oidVarchar), nil,
-		"aggregateid", uint32(oidVarchar), nil, "type", uint32(oidVarchar), nil, "payload", uint32(1700), nil)
+	rel, _ := row("id", uint32(OIDUUID), nil, "aggregatetype", uint32(OIDVarchar), nil,
+		"aggregateid", uint32(OIDVarchar), nil, "type", uint32(OIDVarchar), nil, "payload", uint32(1700), nil)
 	_, err := debeziumTable(String, JSON, false).Bind(rel)
 	if err == nil || !strings.Contains(err.Error(), `"payload"`) || !strings.Contains(err.Error(), "numeric") {
 		t.Fatalf("err = %v", err)

@@ -14,24 +14,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/cdc"
 )
 
-// PostgreSQL type OIDs a mapping reads.
-const (
-	oidBool        = 16
-	oidBytea       = 17
-	oidName        = 19
-	oidInt8        = 20
-	oidInt2        = 21
-	oidInt4        = 23
-	oidText        = 25
-	oidJSON        = 114
-	oidBpchar      = 1042
-	oidVarchar     = 1043
-	oidTimestamp   = 1114
-	oidTimestamptz = 1184
-	oidUUID        = 2950
-	oidJSONB       = 3802
-)
-
 // Header is one Kafka header a mapping places.
 type Header struct {
 	Name  string
@@ -278,7 +260,7 @@ func (b *Bound) convert(col string, values [][]byte, conv Converter, expand bool
 	text, _ := b.text(col, values)
 	switch conv {
 	case Raw, Bytes, String:
-		if oid == oidBytea {
+		if oid == OIDBytea {
 			return v
 		}
 		return text
@@ -298,11 +280,11 @@ func (b *Bound) convert(col string, values [][]byte, conv Converter, expand bool
 // the type Debezium gives the column.
 func jsonOf(oid uint32, v, text []byte, expand bool) []byte {
 	switch oid {
-	case oidInt2, oidInt4, oidInt8, oidBool:
+	case OIDInt2, OIDInt4, OIDInt8, OIDBool:
 		return text
-	case oidBytea:
+	case OIDBytea:
 		return jsonString([]byte(base64.StdEncoding.EncodeToString(v)))
-	case oidJSON, oidJSONB:
+	case OIDJSON, OIDJSONB:
 		if expand {
 			var buf bytes.Buffer
 			if json.Compact(&buf, text) == nil {
@@ -319,19 +301,19 @@ func jsonOf(oid uint32, v, text []byte, expand bool) []byte {
 func schemaOf(oid uint32, optional bool) string {
 	typ, name := "string", ""
 	switch oid {
-	case oidInt2:
+	case OIDInt2:
 		typ = "int16"
-	case oidInt4:
+	case OIDInt4:
 		typ = "int32"
-	case oidInt8:
+	case OIDInt8:
 		typ = "int64"
-	case oidBool:
+	case OIDBool:
 		typ = "boolean"
-	case oidBytea:
+	case OIDBytea:
 		typ = "bytes"
-	case oidUUID:
+	case OIDUUID:
 		name = "io.debezium.data.Uuid"
-	case oidJSON, oidJSONB:
+	case OIDJSON, OIDJSONB:
 		name = "io.debezium.data.Json"
 	}
 	s := `{"type":"` + typ + `","optional":` + strconv.FormatBool(optional)
@@ -388,25 +370,25 @@ func (b *Bound) text(col string, values [][]byte) ([]byte, error) {
 		return nil, nil
 	}
 	switch oid := b.rel.Columns[i].TypeOID; oid {
-	case oidText, oidVarchar, oidBpchar, oidName, oidJSON, oidBytea:
+	case OIDText, OIDVarchar, OIDBpchar, OIDName, OIDJSON, OIDBytea:
 		return v, nil
-	case oidJSONB:
+	case OIDJSONB:
 		if len(v) == 0 || v[0] != 1 {
 			return nil, fmt.Errorf("column %s: jsonb in an unknown binary format version", col)
 		}
 		return v[1:], nil
-	case oidUUID:
+	case OIDUUID:
 		if len(v) != 16 {
 			return nil, fmt.Errorf("column %s: a uuid of %d bytes", col, len(v))
 		}
 		return formatUUID(v), nil
-	case oidInt2, oidInt4, oidInt8:
+	case OIDInt2, OIDInt4, OIDInt8:
 		n, ok := integer(v)
 		if !ok {
 			return nil, fmt.Errorf("column %s: an integer of %d bytes", col, len(v))
 		}
 		return strconv.AppendInt(nil, n, 10), nil
-	case oidBool:
+	case OIDBool:
 		if len(v) != 1 {
 			return nil, fmt.Errorf("column %s: a boolean of %d bytes", col, len(v))
 		}
@@ -439,9 +421,9 @@ func (b *Bound) time(col string, values [][]byte) (time.Time, bool) {
 	}
 	n := int64(binary.BigEndian.Uint64(v)) //nolint:gosec // a signed column
 	switch b.rel.Columns[i].TypeOID {
-	case oidTimestamptz, oidTimestamp:
+	case OIDTimestamptz, OIDTimestamp:
 		return cdc.PgTime(n), true
-	case oidInt8:
+	case OIDInt8:
 		return time.UnixMilli(n), true
 	}
 	return time.Time{}, false
@@ -473,13 +455,13 @@ func formatUUID(v []byte) []byte {
 
 // readable checks that a column of type oid can serve use.
 func readable(u ColumnUse, oid uint32, t *Table) error {
-	textual := map[uint32]bool{oidText: true, oidVarchar: true, oidBpchar: true, oidName: true, oidUUID: true,
-		oidInt2: true, oidInt4: true, oidInt8: true, oidBool: true, oidJSON: true, oidJSONB: true}
+	textual := map[uint32]bool{OIDText: true, OIDVarchar: true, OIDBpchar: true, OIDName: true, OIDUUID: true,
+		OIDInt2: true, OIDInt4: true, OIDInt8: true, OIDBool: true, OIDJSON: true, OIDJSONB: true}
 	var ok bool
 	want := "text, varchar, uuid, an integer, boolean, json or jsonb"
 	switch u.Use {
 	case "id":
-		ok, want = oid == oidUUID || oid == oidInt8 || oid == oidInt4 || oid == oidText || oid == oidVarchar,
+		ok, want = oid == OIDUUID || oid == OIDInt8 || oid == OIDInt4 || oid == OIDText || oid == OIDVarchar,
 			"uuid, bigint, integer, text or varchar"
 	case "payload", "key":
 		conv := t.ValueConverter
@@ -488,20 +470,20 @@ func readable(u ColumnUse, oid uint32, t *Table) error {
 		}
 		switch conv {
 		case Bytes:
-			ok, want = oid == oidBytea, "bytea (the converter is ByteArrayConverter)"
+			ok, want = oid == OIDBytea, "bytea (the converter is ByteArrayConverter)"
 		case String:
 			ok = textual[oid]
 			want += " (the converter is StringConverter)"
 		default:
-			ok, want = textual[oid] || oid == oidBytea, want+" or bytea"
+			ok, want = textual[oid] || oid == OIDBytea, want+" or bytea"
 		}
 	case "partition":
-		ok, want = oid == oidInt2 || oid == oidInt4 || oid == oidInt8, "smallint, integer or bigint"
+		ok, want = oid == OIDInt2 || oid == OIDInt4 || oid == OIDInt8, "smallint, integer or bigint"
 	case "timestamp":
-		ok, want = oid == oidTimestamptz || oid == oidTimestamp || oid == oidInt8,
+		ok, want = oid == OIDTimestamptz || oid == OIDTimestamp || oid == OIDInt8,
 			"timestamptz, timestamp or bigint (milliseconds since 1970)"
 	case "headers":
-		ok, want = oid == oidJSONB || oid == oidJSON, "jsonb or json (an object of string values)"
+		ok, want = oid == OIDJSONB || oid == OIDJSON, "jsonb or json (an object of string values)"
 	default: // event type, topic, placed columns
 		ok = textual[oid]
 	}
@@ -509,18 +491,4 @@ func readable(u ColumnUse, oid uint32, t *Table) error {
 		return fmt.Errorf("column %q (%s) has type %s; the relay reads %s", u.Column, u.Use, TypeName(oid), want)
 	}
 	return nil
-}
-
-// TypeName names the common built-in types for error messages.
-func TypeName(oid uint32) string {
-	names := map[uint32]string{
-		oidBool: "boolean", oidInt8: "bigint", oidInt2: "smallint", oidInt4: "integer", 142: "xml", 700: "real",
-		701: "double precision", 1700: "numeric", oidUUID: "uuid", oidTimestamptz: "timestamptz",
-		oidTimestamp: "timestamp", oidBytea: "bytea", oidText: "text", oidJSON: "json", oidJSONB: "jsonb",
-		oidVarchar: "varchar", oidBpchar: "character", oidName: "name", 1082: "date", 869: "inet",
-	}
-	if n, ok := names[oid]; ok {
-		return n
-	}
-	return fmt.Sprintf("oid %d", oid)
 }
