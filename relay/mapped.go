@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/IBM/sarama"
+
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
@@ -60,7 +62,7 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	}
 	if err == nil {
 		err = e.Build(kafka.Event{ID: e.id, Topic: []byte(rec.Topic), Key: rec.Key, Value: rec.Value,
-			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
+			Placed: placed(rec.Headers, len(rec.HeadersJSON) > 0), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
 			Partition: rec.Partition, Partitioned: rec.Partition >= 0})
 	}
 	if err != nil {
@@ -69,20 +71,34 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	}
 	c.Topic, c.Key, c.KafkaKey, c.Value, c.EventType, c.CreatedAt = rec.Topic, rec.Key, rec.Key, rec.Value, rec.EventType, rec.Timestamp
 	c.Partition = rec.Partition
-	for _, h := range e.Record.Headers {
-		if k := string(h.Key); k != kafka.HeaderEventID && k != kafka.HeaderEventType {
-			c.Headers = append(c.Headers, [2]string{k, string(h.Value)})
-		}
-	}
 	e.size = e.Size()
 }
 
-func placed(hs []mapping.Header) [][2]string {
-	out := make([][2]string, len(hs))
+// placed returns hs as Kafka headers, nil for none, with room for the
+// relay's two (and more when a headers column follows).
+func placed(hs []mapping.Header, more bool) []sarama.RecordHeader {
+	if len(hs) == 0 && !more {
+		return nil
+	}
+	out := make([]sarama.RecordHeader, len(hs), len(hs)+2)
 	for i, h := range hs {
-		out[i] = [2]string{h.Name, string(h.Value)}
+		out[i] = sarama.RecordHeader{Key: h.Name, Value: h.Value}
 	}
 	return out
+}
+
+// keptCopy is e's record to keep (store.Copy) once it was not delivered on
+// its first try: its headers are read from the message only then.
+func (e *event) keptCopy() *store.Copy {
+	c := e.copy
+	if c.Topic != "" && c.Headers == nil {
+		for _, h := range e.Record.Headers {
+			if k := string(h.Key); k != kafka.HeaderEventID && k != kafka.HeaderEventType {
+				c.Headers = append(c.Headers, [2]string{k, string(h.Value)})
+			}
+		}
+	}
+	return c
 }
 
 // fillFromCopy makes e's record from the copy kept of a mapped event (the
@@ -96,7 +112,11 @@ func fillFromCopy(e *event, id [16]byte, c *store.Copy) {
 	case c.Topic == "":
 		err = fmt.Errorf("%s id %s could not be mapped to a record when it was streamed; no record was kept", c.Source, c.SourceID)
 	default:
-		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.KafkaKey, Value: c.Value, Placed: c.Headers,
+		hs := make([]sarama.RecordHeader, len(c.Headers), len(c.Headers)+2)
+		for i, h := range c.Headers {
+			hs[i] = sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])}
+		}
+		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.KafkaKey, Value: c.Value, Placed: hs,
 			EventType: c.EventType, Timestamp: c.CreatedAt, Partition: c.Partition, Partitioned: c.Partition >= 0})
 	}
 	if err != nil {

@@ -41,6 +41,6 @@ func BenchmarkMappedFill(b *testing.B) {
 		if i%1000 == 0 {
 			out.Reset()
 		}
-		out.AddCopy(*e.copy)
+		out.AddMapped(store.Outcome{EventID: e.id, Status: store.StatusSent}, e.copy)
 	}
 }

@@ -486,9 +486,12 @@ func (s *session) write() error {
 			for i := range b.events {
 				if e := &b.events[i]; !e.skip {
 					o := s.r.settle.outcome(e, 0, s.r.settle.policy(e.maxAttempts), 0)
-					if e.copy != nil {
+					switch {
+					case e.copy != nil && store.FirstTrySent(o):
 						rows.AddMapped(o, e.copy)
-					} else {
+					case e.copy != nil:
+						rows.AddMapped(o, e.keptCopy())
+					default:
 						rows.Add(o)
 					}
 					count(tally, e, o)

@@ -23,8 +23,8 @@ type Event struct {
 	Key   []byte // nil: no key
 	Value []byte // nil: a tombstone (a null value), which needs a key
 	// Placed are headers placed first, in order (a mapped table's id
-	// header and placed columns).
-	Placed [][2]string
+	// header and placed columns); Build keeps them (it may append to them).
+	Placed []sarama.RecordHeader
 	// Headers is a JSON object of string values (the headers column's text),
 	// or nil.
 	Headers   []byte
@@ -82,18 +82,16 @@ func (m *Message) Build(ev Event) error {
 		if r.Headers, err = userHeaders(ev.Headers); err != nil {
 			return err
 		}
-	} else {
-		r.Headers = make([]sarama.RecordHeader, 0, 2+len(ev.Placed))
+	} else if ev.Placed == nil {
+		r.Headers = make([]sarama.RecordHeader, 0, 2)
 	}
-	if len(ev.Placed) > 0 {
-		placed := make([]sarama.RecordHeader, 0, len(ev.Placed)+len(r.Headers))
+	if ev.Placed != nil {
 		for _, h := range ev.Placed {
-			if h[0] == HeaderEventID || h[0] == HeaderEventType {
-				return fmt.Errorf("header %q is reserved for the relay", h[0])
+			if k := string(h.Key); k == HeaderEventID || k == HeaderEventType {
+				return fmt.Errorf("header %q is reserved for the relay", k)
 			}
-			placed = append(placed, sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])})
 		}
-		r.Headers = append(placed, r.Headers...)
+		r.Headers = append(ev.Placed, r.Headers...)
 	}
 	r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventID), Value: FormatUUID(ev.ID)})
 	if ev.EventType != nil {

@@ -16,8 +16,7 @@ import (
 
 // Header is one Kafka header a mapping places.
 type Header struct {
-	Name  string
-	Value []byte
+	Name, Value []byte
 }
 
 // Record is what one row becomes on Kafka.
@@ -47,8 +46,12 @@ type Bound struct {
 	rel     *cdc.Relation
 	notNull map[string]bool
 	idx     map[string]int
-	parts   []topicPart       // t.Topic, parsed
-	routes  map[string]string // route value -> topic through t.TopicRegex (few values, many rows)
+	parts   []topicPart // t.Topic, parsed
+	// idHeader and aliases are t.IDHeader and the placements' aliases, as
+	// header names.
+	idHeader []byte
+	aliases  [][]byte
+	routes   map[string]string // route value -> topic through t.TopicRegex (few values, many rows)
 }
 
 // topicPart is literal text, or a column's value when column >= 0.
@@ -89,6 +92,12 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	if t.TopicRegex != nil {
 		b.routes = map[string]string{}
 	}
+	if t.IDHeader != "" {
+		b.idHeader = []byte(t.IDHeader)
+	}
+	for _, p := range t.Placements {
+		b.aliases = append(b.aliases, []byte(p.Alias))
+	}
 	return b, nil
 }
 
@@ -96,12 +105,11 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 // bytes of SHA-256 over the table's name, a zero byte and the id's text,
 // marked as a version 8 UUID. outbox.event_id(table, id) computes the same.
 func EventID(table, id string) [16]byte {
-	h := sha256.New()
-	h.Write([]byte(table))
-	h.Write([]byte{0})
-	h.Write([]byte(id))
+	var buf [256]byte
+	in := append(append(append(buf[:0], table...), 0), id...)
+	sum := sha256.Sum256(in)
 	var u [16]byte
-	copy(u[:], h.Sum(nil))
+	copy(u[:], sum[:16])
 	u[6] = u[6]&0x0f | 0x80
 	u[8] = u[8]&0x3f | 0x80
 	return u
@@ -137,9 +145,9 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		return r, err
 	}
 	if t.IDHeader != "" {
-		r.Headers = append(r.Headers, Header{Name: t.IDHeader, Value: id})
+		r.Headers = append(r.Headers, Header{Name: b.idHeader, Value: id})
 	}
-	for _, p := range t.Placements {
+	for i, p := range t.Placements {
 		if p.Partition {
 			if r.Partition, err = b.partition(p.Column, values); err != nil {
 				return r, err
@@ -154,7 +162,7 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 			return r, err
 		}
 		if v != nil {
-			r.Headers = append(r.Headers, Header{Name: p.Alias, Value: v})
+			r.Headers = append(r.Headers, Header{Name: b.aliases[i], Value: v})
 		}
 	}
 	if t.Headers != "" {
@@ -326,7 +334,7 @@ func schemaOf(oid uint32, optional bool) string {
 // jsonString encodes s as a JSON string as Jackson does: without escaping
 // <, > and &; control characters as \uXXXX except \b \f \n \r \t.
 func jsonString(s []byte) []byte {
-	return AppendJSONString(make([]byte, 0, len(s)+2), s)
+	return AppendJSONString(make([]byte, 0, len(s)+len(s)/4+8), s)
 }
 
 // AppendJSONString appends s to buf as a JSON string (see jsonString).

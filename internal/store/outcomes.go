@@ -142,19 +142,21 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 	}
 	sentOnly := o.unsent == 0 && !o.written && !s.inTx && time.Now().UnixNano() >= s.sentConflict.Load()
 	mapped := len(o.copies.ids) > 0 || len(o.mapped.ids) > 0
-	written := o.written
 	o.written = true
 	switch {
-	case mapped && len(o.ids) == 0:
-		visible, err = s.insertMapped(ctx, o, policy, "")
-		return visible, statusesErr(o, err)
-	case mapped && !written && len(o.copies.ids) == 0 && sentOnly:
-		visible, err = s.insertMapped(ctx, o, policy, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets,
-			o.maxAttempt, policy, s.now())
+	case mapped && sentOnly && len(o.copies.ids) == 0:
+		// Plain inserts: a row that exists fails the batch, which is then
+		// written again with the statements that leave such rows alone.
+		var sql string
+		var args []any
+		if len(o.ids) > 0 {
+			sql, args = insertSentSQL, []any{o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt, policy, s.now()}
+		}
+		visible, err = s.insertMapped(ctx, o, true, policy, sql, args...)
 		if !s.sentConflicted(err) {
 			return visible, statusesErr(o, err)
 		}
-	case sentOnly:
+	case sentOnly && !mapped:
 		err = s.status.QueryRow(ctx, insertSentSQL, o.ids, o.attempts, o.partitions, o.offsets, o.maxAttempt,
 			policy, s.now()).Scan(&visible)
 		if !s.sentConflicted(err) {
@@ -162,7 +164,12 @@ func (s *Store) InsertOutcomes(ctx context.Context, o *Outcomes, policy []byte) 
 		}
 	}
 	if mapped {
-		visible, err = s.insertMapped(ctx, o, policy, insertOutcomesMappedSQL, o.args(true, policy, s.now())...)
+		var sql string
+		var args []any
+		if len(o.ids) > 0 {
+			sql, args = insertOutcomesMappedSQL, o.args(true, policy, s.now())
+		}
+		visible, err = s.insertMapped(ctx, o, false, policy, sql, args...)
 		return visible, statusesErr(o, err)
 	}
 	err = s.status.QueryRow(ctx, insertOutcomesSQL, o.args(true, policy, s.now())...).Scan(&visible)
