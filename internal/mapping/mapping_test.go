@@ -243,3 +243,28 @@ func TestAppendJSONString_IsJSONAsJacksonWritesIt(t *testing.T) {
 		}
 	}
 }
+
+func TestRecord_ByteArrayConverterPublishesByteaAsIsAndRefusesText(t *testing.T) {
+	rel, values := row("id", uint32(OIDText), "e-1", "aggregatetype", uint32(OIDText), "blob",
+		"aggregateid", uint32(OIDText), "k", "type", uint32(OIDText), "T", "payload", uint32(OIDBytea), []byte{0xff, 0x00, 0x7f})
+	b, err := debeziumTable(String, Bytes, false).Bind(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Record(values, time.Now())
+	if err != nil || string(r.Value) != "\xff\x00\x7f" {
+		t.Fatalf("value %q, %v", r.Value, err)
+	}
+	schemas, err := debeziumTable(JSONSchema, JSONSchema, false).Bind(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := schemas.Record(values, time.Now()); string(r.Value) != `{"schema":{"type":"bytes","optional":true},"payload":"/wB/"}` {
+		t.Errorf("bytes with schemas: %s", r.Value)
+	}
+	text, _ := row("id", uint32(OIDText), nil, "aggregatetype", uint32(OIDText), nil,
+		"aggregateid", uint32(OIDText), nil, "type", uint32(OIDText), nil, "payload", uint32(OIDJSONB), nil)
+	if _, err := debeziumTable(String, Bytes, false).Bind(text); err == nil || !strings.Contains(err.Error(), "ByteArrayConverter") {
+		t.Errorf("ByteArrayConverter over jsonb: %v", err)
+	}
+}
