@@ -28,8 +28,8 @@ CREATE TABLE outbox.mapped_events (
     source         text        NOT NULL,  -- schema.table
     source_id      text        NOT NULL,  -- the id column's text
     topic          text,                  -- NULL: the row could not be mapped (its status row says why)
-    key            text,                  -- the key column's text: the key of per-key order
-    kafka_key      bytea,                 -- the record's key, as the key converter wrote it
+    key            text,                  -- the record's key as the key converter wrote it (UTF-8 text: the relay
+                                          -- refuses other keys), also the key of per-key order
     value          bytea,                 -- NULL: a tombstone
     headers        jsonb       NOT NULL DEFAULT '[]',  -- the record's headers in order: [[name, value], ...]
     event_type     text,

@@ -10,8 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/IBM/sarama"
-
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
@@ -62,27 +60,26 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	}
 	if err == nil {
 		err = e.Build(kafka.Event{ID: e.id, Topic: []byte(rec.Topic), Key: rec.Key, Value: rec.Value,
-			Placed: placed(rec.Headers, len(rec.HeadersJSON) > 0), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
+			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
 			Partition: rec.Partition, Partitioned: rec.Partition >= 0})
 	}
 	if err != nil {
 		e.invalid = fmt.Sprintf("%s: %v", m.source, err)
 		return
 	}
-	c.Topic, c.Key, c.KafkaKey, c.Value, c.EventType, c.CreatedAt = rec.Topic, rec.Key, rec.Key, rec.Value, rec.EventType, rec.Timestamp
+	c.Topic, c.Key, c.Value, c.EventType, c.CreatedAt = rec.Topic, rec.Key, rec.Value, rec.EventType, rec.Timestamp
 	c.Partition = rec.Partition
 	e.size = e.Size()
 }
 
-// placed returns hs as Kafka headers, nil for none, with room for the
-// relay's two (and more when a headers column follows).
-func placed(hs []mapping.Header, more bool) []sarama.RecordHeader {
-	if len(hs) == 0 && !more {
+// placed returns hs as Kafka headers, nil for none.
+func placed(hs []mapping.Header) []kafka.Header {
+	if len(hs) == 0 {
 		return nil
 	}
-	out := make([]sarama.RecordHeader, len(hs), len(hs)+2)
+	out := make([]kafka.Header, len(hs))
 	for i, h := range hs {
-		out[i] = sarama.RecordHeader{Key: h.Name, Value: h.Value}
+		out[i] = kafka.Header{Key: h.Name, Value: h.Value}
 	}
 	return out
 }
@@ -112,11 +109,11 @@ func fillFromCopy(e *event, id [16]byte, c *store.Copy) {
 	case c.Topic == "":
 		err = fmt.Errorf("%s id %s could not be mapped to a record when it was streamed; no record was kept", c.Source, c.SourceID)
 	default:
-		hs := make([]sarama.RecordHeader, len(c.Headers), len(c.Headers)+2)
+		hs := make([]kafka.Header, len(c.Headers))
 		for i, h := range c.Headers {
-			hs[i] = sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])}
+			hs[i] = kafka.Header{Key: []byte(h[0]), Value: []byte(h[1])}
 		}
-		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.KafkaKey, Value: c.Value, Placed: hs,
+		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.Key, Value: c.Value, Placed: hs,
 			EventType: c.EventType, Timestamp: c.CreatedAt, Partition: c.Partition, Partitioned: c.Partition >= 0})
 	}
 	if err != nil {

@@ -23,8 +23,8 @@ type Event struct {
 	Key   []byte // nil: no key
 	Value []byte // nil: a tombstone (a null value), which needs a key
 	// Placed are headers placed first, in order (a mapped table's id
-	// header and placed columns); Build keeps them (it may append to them).
-	Placed []sarama.RecordHeader
+	// header and placed columns).
+	Placed []Header
 	// Headers is a JSON object of string values (the headers column's text),
 	// or nil.
 	Headers   []byte
@@ -36,6 +36,9 @@ type Event struct {
 	Partition   int32
 	Partitioned bool
 }
+
+// Header is one record header; the slices may alias the row's buffers.
+type Header struct{ Key, Value []byte }
 
 // Message is one record on its way to Kafka and, once it is reported done,
 // its outcome.
@@ -86,12 +89,14 @@ func (m *Message) Build(ev Event) error {
 		r.Headers = make([]sarama.RecordHeader, 0, 2)
 	}
 	if ev.Placed != nil {
-		for _, h := range ev.Placed {
+		hs := make([]sarama.RecordHeader, len(ev.Placed), len(ev.Placed)+len(r.Headers)+2)
+		for i, h := range ev.Placed {
 			if k := string(h.Key); k == HeaderEventID || k == HeaderEventType {
 				return fmt.Errorf("header %q is reserved for the relay", k)
 			}
+			hs[i] = sarama.RecordHeader{Key: h.Key, Value: h.Value}
 		}
-		r.Headers = append(ev.Placed, r.Headers...)
+		r.Headers = append(hs, r.Headers...)
 	}
 	r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventID), Value: FormatUUID(ev.ID)})
 	if ev.EventType != nil {
@@ -104,10 +109,6 @@ func (m *Message) Build(ev Event) error {
 	}
 	return nil
 }
-
-// PlacedPartition is the partition a mapped table placed the message on, or
-// -1.
-func (m *Message) PlacedPartition() int32 { return m.partition }
 
 // Size is the record's size as the producer counts it against its limits.
 func (m *Message) Size() int { return m.Record.ByteSize(2) }

@@ -60,8 +60,7 @@ type Copy struct {
 	Source   string // schema.table
 	SourceID string // the id column's text
 	Topic    string // "": the row could not be mapped
-	Key      []byte // the key column's text (per-key order); nil: none
-	KafkaKey []byte
+	Key      []byte // the record's key, UTF-8 text (per-key order); nil: none
 	Value    []byte // nil: a tombstone
 	// Headers are the record's headers in order, as name and value.
 	Headers   [][2]string
@@ -72,12 +71,12 @@ type Copy struct {
 
 // copies is a batch of Copy in column form, as insert_copies.sql takes it.
 type copies struct {
-	ids                        [][16]byte
-	sources, sourceIDs         []string
-	topics, keys, eventTypes   []*string
-	kafkaKeys, values, headers [][]byte
-	createdAt                  []time.Time
-	partitions                 []int32
+	ids                      [][16]byte
+	sources, sourceIDs       []string
+	topics, keys, eventTypes []*string
+	values, headers          [][]byte
+	createdAt                []time.Time
+	partitions               []int32
 }
 
 // mappedSent is a batch of mapped events SENT on their first try, in
@@ -127,10 +126,13 @@ func (o *Outcomes) AddCopy(c Copy) {
 	k.ids = append(k.ids, c.EventID)
 	k.sources = append(k.sources, c.Source)
 	k.sourceIDs = append(k.sourceIDs, c.SourceID)
-	k.topics = append(k.topics, optional([]byte(c.Topic)))
+	var topic []byte // NULL: not mapped
+	if c.Topic != "" {
+		topic = []byte(c.Topic)
+	}
+	k.topics = append(k.topics, optional(topic))
 	k.keys = append(k.keys, optional(c.Key))
 	k.eventTypes = append(k.eventTypes, optional(c.EventType))
-	k.kafkaKeys = append(k.kafkaKeys, c.KafkaKey)
 	k.values = append(k.values, c.Value)
 	h := []byte{'['}
 	for i, kv := range c.Headers {
@@ -144,8 +146,9 @@ func (o *Outcomes) AddCopy(c Copy) {
 	k.partitions = append(k.partitions, c.Partition)
 }
 
+// optional is b as a text parameter: nil is NULL, empty is ''.
 func optional(b []byte) *string {
-	if b == nil || len(b) == 0 {
+	if b == nil {
 		return nil
 	}
 	s := string(b)
@@ -154,7 +157,7 @@ func optional(b []byte) *string {
 
 func (k *copies) reset() {
 	*k = copies{ids: k.ids[:0], sources: k.sources[:0], sourceIDs: k.sourceIDs[:0], topics: k.topics[:0],
-		keys: k.keys[:0], eventTypes: k.eventTypes[:0], kafkaKeys: k.kafkaKeys[:0], values: k.values[:0],
+		keys: k.keys[:0], eventTypes: k.eventTypes[:0], values: k.values[:0],
 		headers: k.headers[:0], createdAt: k.createdAt[:0], partitions: k.partitions[:0]}
 }
 
@@ -165,7 +168,7 @@ func queueCopies(batch *pgx.Batch, o *Outcomes) {
 	for i, h := range k.headers {
 		headers[i] = string(h)
 	}
-	batch.Queue(insertCopiesSQL, k.ids, k.sources, k.sourceIDs, k.topics, k.keys, k.kafkaKeys, k.values, headers,
+	batch.Queue(insertCopiesSQL, k.ids, k.sources, k.sourceIDs, k.topics, k.keys, k.values, headers,
 		k.eventTypes, k.createdAt, k.partitions)
 }
 
@@ -223,7 +226,7 @@ func (s *Store) Copies(ctx context.Context, ids [][16]byte) (map[[16]byte]Copy, 
 		var c Copy
 		var topic, eventType *string
 		var headers []byte
-		if err := rows.Scan(&c.EventID, &c.Source, &c.SourceID, &topic, &c.KafkaKey, &c.Value, &headers, &eventType,
+		if err := rows.Scan(&c.EventID, &c.Source, &c.SourceID, &topic, &c.Key, &c.Value, &headers, &eventType,
 			&c.CreatedAt, &c.Partition); err != nil {
 			return nil, fmt.Errorf("reading mapped events: %w", err)
 		}
