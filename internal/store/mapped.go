@@ -146,7 +146,7 @@ func (o *Outcomes) AddCopy(c Copy) {
 	k.partitions = append(k.partitions, c.Partition)
 }
 
-// optional is b as a text parameter: nil is NULL, empty is ”.
+// optional is b as a text parameter: nil is NULL, empty is the empty string.
 func optional(b []byte) *string {
 	if b == nil {
 		return nil
