@@ -43,9 +43,10 @@ type mappedLayout struct {
 	bound  *mapping.Bound
 }
 
-// fill makes e's record from the row through the mapping, and the copy
-// that is kept of it (store.Copy) before its status row is written. A row
-// that cannot be a record becomes INVALID_EVENT, its copy saying so.
+// fill makes e's record from the row through the mapping, and e.copy: the
+// event's table and topic, which its status row carries, and the record,
+// kept (keptCopy) if it is not delivered on its first try. A row that
+// cannot be a record becomes INVALID_EVENT, its copy without a topic.
 func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	rec, err := m.bound.Record(values, commitTime)
 	id := rec.ID

@@ -17,6 +17,17 @@ import (
 // writer inserts events in transactions of 1 to 100 rows until stop is
 // closed or max events are written, and returns how many it committed.
 func writer(t *testing.T, e *env, stop <-chan struct{}, max int) <-chan int {
+	return transactions(t, e, stop, max, 100, func(n int) string {
+		return fmt.Sprintf(`INSERT INTO outbox.events (topic, key, payload)
+			SELECT 'orders', 'k' || (s %% 50), jsonb_build_object('s', s, 'pad', repeat('x', 200))
+			FROM generate_series(1, %d) AS s`, n)
+	})
+}
+
+// transactions commits statement(n) for n of 1 to most, drawn from a
+// fixed seed, 2 ms apart, until stop is closed or max events are written,
+// and returns how many events it committed.
+func transactions(t *testing.T, e *env, stop <-chan struct{}, max, most int, statement func(n int) string) <-chan int {
 	out := make(chan int, 1)
 	var written atomic.Int64
 	go func() {
@@ -28,12 +39,8 @@ func writer(t *testing.T, e *env, stop <-chan struct{}, max int) <-chan int {
 				return
 			default:
 			}
-			n := 1 + rng.IntN(100)
-			_, err := e.pool.Exec(context.Background(), `
-				INSERT INTO outbox.events (topic, key, payload)
-				SELECT 'orders', 'k' || (s % 50), jsonb_build_object('s', s, 'pad', repeat('x', 200))
-				FROM generate_series(1, $1) AS s`, n)
-			if err != nil {
+			n := 1 + rng.IntN(most)
+			if _, err := e.pool.Exec(context.Background(), statement(n)); err != nil {
 				t.Errorf("writer: %v", err)
 				return
 			}

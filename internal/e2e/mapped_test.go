@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,34 +32,15 @@ const debeziumConnector = `{"name": "outbox-connector", "config": {
 // pattern) and logging their ids in written_ids, until stop is closed or
 // max events are written; it returns how many it committed.
 func deletingWriter(t *testing.T, e *env, stop <-chan struct{}, max int) <-chan int {
-	out := make(chan int, 1)
-	var written atomic.Int64
-	go func() {
-		defer func() { out <- int(written.Load()) }()
-		rng := rand.New(rand.NewPCG(3, 4))
-		for int(written.Load()) < max {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n := 1 + rng.IntN(50)
-			_, err := e.pool.Exec(context.Background(), fmt.Sprintf(`BEGIN;
-				WITH ins AS (INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, type, payload)
-					SELECT gen_random_uuid(), 'orders', 'k' || (s %% 50), 'OrderCreated', jsonb_build_object('s', s)
-					FROM generate_series(1, %d) AS s RETURNING id)
-				INSERT INTO written_ids SELECT id FROM ins;
-				DELETE FROM public.outboxevent;
-				COMMIT`, n))
-			if err != nil {
-				t.Errorf("writer: %v", err)
-				return
-			}
-			written.Add(int64(n))
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
-	return out
+	return transactions(t, e, stop, max, 50, func(n int) string {
+		return fmt.Sprintf(`BEGIN;
+			WITH ins AS (INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, type, payload)
+				SELECT gen_random_uuid(), 'orders', 'k' || (s %% 50), 'OrderCreated', jsonb_build_object('s', s)
+				FROM generate_series(1, %d) AS s RETURNING id)
+			INSERT INTO written_ids SELECT id FROM ins;
+			DELETE FROM public.outboxevent;
+			COMMIT`, n)
+	})
 }
 
 func TestCrash_SIGKILLWhileRelayingADebeziumTableWhoseRowsAreDeletedLosesNothing(t *testing.T) {
