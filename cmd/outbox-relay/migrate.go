@@ -22,7 +22,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	var dbURL string
 	var print bool
 	var downTo int
-	fs.SecretURL(&dbURL, "database-url", "", "PostgreSQL URL of the database that holds the outbox (required unless --print)")
+	fs.SecretURL(&dbURL, "database-url", "", "PostgreSQL URL of the database that holds the outbox (required unless --print, or --debezium-config with database.*)")
 	fs.Bool(&print, "print", false, "write the schema SQL to stdout instead of applying it (for teams that apply it themselves)")
 	fs.Int(&downTo, "down-to", -1, "revert migrations above this version (0 removes the outbox tables); -1: none")
 	var tablesConfig, debeziumConfig, publication string
@@ -33,9 +33,12 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	mapped, err := mappedTables(tablesConfig, debeziumConfig)
+	mapped, fileURL, err := mappedTables(tablesConfig, debeziumConfig)
 	if err != nil {
 		return err
+	}
+	if dbURL == "" {
+		dbURL = fileURL // a Debezium file's database.* stand in, as for run
 	}
 	if print {
 		if err := migrations.Print(stdout); err != nil {
@@ -65,7 +68,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	for _, t := range mapped {
 		if _, err := conn.Exec(ctx, t.PublicationSQL(publication)); err != nil {
-			return fmt.Errorf("adding %s to publication %s: %w", t.QualifiedName(), publication, pgdial.Explain(err))
+			return fmt.Errorf("%w: adding %s to publication %s: %w", cdc.ErrSetup, t.QualifiedName(), publication, pgdial.Explain(err))
 		}
 		fmt.Fprintf(stdout, "mapped table %s is in publication %s\n", t.QualifiedName(), publication)
 	}
@@ -79,24 +82,22 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 }
 
 // mappedTables reads the mapped tables of a --tables-config and a
-// --debezium-config file (either may be "").
-func mappedTables(tablesConfig, debeziumConfig string) ([]*mapping.Table, error) {
-	var out []*mapping.Table
+// --debezium-config file (either may be ""), and the database URL the
+// Debezium file's database.* make ("" without them).
+func mappedTables(tablesConfig, debeziumConfig string) (tables []*mapping.Table, dbURL string, err error) {
 	if tablesConfig != "" {
-		tables, err := mapping.LoadTables(tablesConfig)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", cdc.ErrSetup, err)
+		if tables, err = mapping.LoadTables(tablesConfig); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", cdc.ErrSetup, err)
 		}
-		out = append(out, tables...)
 	}
 	if debeziumConfig != "" {
 		d, err := mapping.LoadDebezium(debeziumConfig)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", cdc.ErrSetup, err)
+			return nil, "", fmt.Errorf("%w: %w", cdc.ErrSetup, err)
 		}
-		out = append(out, d.Tables...)
+		tables, dbURL = append(tables, d.Tables...), d.DatabaseURL
 	}
-	return slices.DeleteFunc(out, (*mapping.Table).IsEvents), nil
+	return slices.DeleteFunc(tables, (*mapping.Table).IsEvents), dbURL, nil
 }
 
 // printMapped prints what a mapped table needs: its place in the publication.

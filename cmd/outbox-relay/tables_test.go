@@ -64,6 +64,12 @@ func TestRun_TheDebeziumConfigsDatabaseSettingsStandInForDatabaseURLAndStaySecre
 	if strings.Contains(out+errOut, "connector-secret-pw") {
 		t.Errorf("the connector's password reached the output:\n%s%s", out, errOut)
 	}
+	// migrate connects with the same settings, and stops at the table.
+	mout, merr, mcode := runCLI(t, env(), "migrate", "--debezium-config", file)
+	if mcode != 2 || !strings.Contains(merr, `relation "public.missing_outbox" does not exist`) ||
+		strings.Contains(mout+merr, "connector-secret-pw") {
+		t.Errorf("migrate with the file's database settings: exit %d\n%s%s", mcode, mout, merr)
+	}
 }
 
 func TestMigrate_AddsMappedTablesToThePublicationAndPrintsTheStatement(t *testing.T) {
