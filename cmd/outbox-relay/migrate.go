@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,12 +32,13 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	mapped, fileURL, err := mappedTables(tablesConfig, debeziumConfig)
+	files, err := readTables(tablesConfig, debeziumConfig)
 	if err != nil {
 		return err
 	}
+	mapped := files.tables
 	if dbURL == "" {
-		dbURL = fileURL // a Debezium file's database.* stand in, as for run
+		dbURL = files.dbURL // a Debezium file's database.* stand in, as for run
 	}
 	if print {
 		if err := migrations.Print(stdout); err != nil {
@@ -79,25 +79,6 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	warnWalLevel(ctx, conn, stderr)
 	return nil
-}
-
-// mappedTables reads the mapped tables of a --tables-config and a
-// --debezium-config file (either may be ""), and the database URL the
-// Debezium file's database.* make ("" without them).
-func mappedTables(tablesConfig, debeziumConfig string) (tables []*mapping.Table, dbURL string, err error) {
-	if tablesConfig != "" {
-		if tables, err = mapping.LoadTables(tablesConfig); err != nil {
-			return nil, "", fmt.Errorf("%w: %w", cdc.ErrSetup, err)
-		}
-	}
-	if debeziumConfig != "" {
-		d, err := mapping.LoadDebezium(debeziumConfig)
-		if err != nil {
-			return nil, "", fmt.Errorf("%w: %w", cdc.ErrSetup, err)
-		}
-		tables, dbURL = append(tables, d.Tables...), d.DatabaseURL
-	}
-	return slices.DeleteFunc(tables, (*mapping.Table).IsEvents), dbURL, nil
 }
 
 // printMapped prints what a mapped table needs: its place in the publication.

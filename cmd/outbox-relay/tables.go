@@ -13,54 +13,76 @@ import (
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
-// loadTables reads --tables-config and --debezium-config into cfg.Tables
-// (and, from a Debezium file, the database URL when --database-url is not
-// given). A file that cannot be read or parsed is a setup error (exit 2)
-// naming every option at fault.
-func loadTables(cfg *relay.Config, o runOpts, log *zap.Logger) error {
+// mappedFiles is what --tables-config and --debezium-config hold.
+type mappedFiles struct {
+	tables []*mapping.Table // the mapped tables, outbox.events left out
+	// dbURL is the URL a Debezium file's database.* make ("" without them).
+	dbURL string
+	notes []string // the Debezium file's options that change nothing published
+}
+
+// readTables reads a --tables-config and a --debezium-config file (either
+// may be ""). A file that cannot be read or parsed, or a table mapped twice,
+// is a setup error (exit 2) naming every option at fault.
+func readTables(tablesConfig, debeziumConfig string) (mappedFiles, error) {
+	var f mappedFiles
 	seen := map[string]string{}
 	add := func(tables []*mapping.Table) error {
 		for _, t := range tables {
-			if first, dup := seen[t.QualifiedName()]; dup && !t.IsEvents() {
+			if t.IsEvents() {
+				continue // relayed anyway
+			}
+			if first, dup := seen[t.QualifiedName()]; dup {
 				return fmt.Errorf("%w: table %s is mapped twice (%s and %s)", cdc.ErrSetup, t.QualifiedName(), first, t.Origin)
 			}
 			seen[t.QualifiedName()] = t.Origin
-			cfg.Tables = append(cfg.Tables, t)
+			f.tables = append(f.tables, t)
 		}
 		return nil
 	}
-	if o.tablesConfig != "" {
-		tables, err := mapping.LoadTables(o.tablesConfig)
+	if tablesConfig != "" {
+		tables, err := mapping.LoadTables(tablesConfig)
 		if err != nil {
-			return fmt.Errorf("%w: %w", cdc.ErrSetup, err)
+			return f, fmt.Errorf("%w: %w", cdc.ErrSetup, err)
 		}
 		if err := add(tables); err != nil {
-			return err
+			return f, err
 		}
 	}
-	if o.debeziumConfig != "" {
-		d, err := mapping.LoadDebezium(o.debeziumConfig)
+	if debeziumConfig != "" {
+		d, err := mapping.LoadDebezium(debeziumConfig)
 		if err != nil {
-			return fmt.Errorf("%w: %w", cdc.ErrSetup, err)
-		}
-		for _, note := range d.Notes {
-			log.Info("--debezium-config: option taken as it is", zap.String("option", note))
+			return f, fmt.Errorf("%w: %w", cdc.ErrSetup, err)
 		}
 		if err := add(d.Tables); err != nil {
-			return err
+			return f, err
 		}
-		if cfg.DatabaseURL == "" {
-			if d.DatabaseURL == "" {
-				return flagenv.Usagef("--database-url is required: %s has no database.hostname", o.debeziumConfig)
-			}
-			cfg.DatabaseURL = d.DatabaseURL
+		f.dbURL, f.notes = d.DatabaseURL, d.Notes
+	}
+	return f, nil
+}
+
+// loadTables reads the run flags' --tables-config and --debezium-config into
+// cfg.Tables (and, from a Debezium file, the database URL when
+// --database-url is not given), and logs what it took.
+func loadTables(cfg *relay.Config, o runOpts, log *zap.Logger) error {
+	f, err := readTables(o.tablesConfig, o.debeziumConfig)
+	if err != nil {
+		return err
+	}
+	for _, note := range f.notes {
+		log.Info("--debezium-config: option taken as it is", zap.String("option", note))
+	}
+	cfg.Tables = f.tables
+	if o.debeziumConfig != "" && cfg.DatabaseURL == "" {
+		if f.dbURL == "" {
+			return flagenv.Usagef("--database-url is required: %s has no database.hostname", o.debeziumConfig)
 		}
+		cfg.DatabaseURL = f.dbURL
 	}
 	for _, t := range cfg.Tables {
-		if !t.IsEvents() {
-			log.Info("relaying a mapped table", zap.String("table", t.QualifiedName()), zap.String("from", t.Origin),
-				zap.String("mapping", describe(t)))
-		}
+		log.Info("relaying a mapped table", zap.String("table", t.QualifiedName()), zap.String("from", t.Origin),
+			zap.String("mapping", describe(t)))
 	}
 	return nil
 }
