@@ -241,10 +241,8 @@ func (r *Relay) openStream(ctx context.Context, pub *kafka.Publisher) (*cdc.Stre
 		DatabaseURL: r.cfg.DatabaseURL, Slot: r.cfg.Slot, Publication: r.cfg.Publication,
 		StatusInterval: r.cfg.StatusInterval, Failover: r.cfg.SlotFailover, Timeout: r.cfg.ReplicationTimeout,
 	}
-	for _, t := range r.cfg.Tables {
-		if !t.IsEvents() {
-			cfg.Tables = append(cfg.Tables, t.Ident())
-		}
+	for _, t := range r.cfg.mapped() {
+		cfg.Tables = append(cfg.Tables, t.Ident())
 	}
 	if err := r.checkTables(ctx); err != nil {
 		return nil, nil, err

@@ -51,13 +51,14 @@ type Bound struct {
 	// header names.
 	idHeader []byte
 	aliases  [][]byte
+	envelope []Placement // t's envelope placements
 	routes   map[string]string // route value -> topic through t.TopicRegex (few values, many rows)
 }
 
-// topicPart is literal text, or a column's value when column >= 0.
+// topicPart is literal text, or the value of the column it names.
 type topicPart struct {
 	text   string
-	column int
+	column bool
 }
 
 // maxRoutes bounds the route cache; past it routes are computed each time.
@@ -81,13 +82,13 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	last := 0
 	for _, m := range templateRef.FindAllStringSubmatchIndex(t.Topic, -1) {
 		if m[0] > last {
-			b.parts = append(b.parts, topicPart{text: t.Topic[last:m[0]], column: -1})
+			b.parts = append(b.parts, topicPart{text: t.Topic[last:m[0]]})
 		}
-		b.parts = append(b.parts, topicPart{text: t.Topic[m[2]:m[3]], column: b.idx[t.Topic[m[2]:m[3]]]})
+		b.parts = append(b.parts, topicPart{text: t.Topic[m[2]:m[3]], column: true})
 		last = m[1]
 	}
 	if last < len(t.Topic) {
-		b.parts = append(b.parts, topicPart{text: t.Topic[last:], column: -1})
+		b.parts = append(b.parts, topicPart{text: t.Topic[last:]})
 	}
 	if t.TopicRegex != nil {
 		b.routes = map[string]string{}
@@ -97,6 +98,9 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	}
 	for _, p := range t.Placements {
 		b.aliases = append(b.aliases, []byte(p.Alias))
+		if p.Envelope {
+			b.envelope = append(b.envelope, p)
+		}
 	}
 	return b, nil
 }
@@ -189,7 +193,7 @@ func (b *Bound) topic(values [][]byte) (string, error) {
 	t := b.t
 	var buf []byte
 	for _, p := range b.parts {
-		if p.column < 0 {
+		if !p.column {
 			buf = append(buf, p.text...)
 			continue
 		}
@@ -231,15 +235,10 @@ func (b *Bound) value(values [][]byte) ([]byte, error) {
 		return nil, nil // a tombstone
 	}
 	payload := b.convert(t.Payload, values, t.ValueConverter, t.ExpandJSON)
-	if t.ExpandJSON && t.ValueConverter == JSON && !json.Valid(payload) {
+	if payload == nil { // jsonOf: not JSON, to be expanded
 		return nil, fmt.Errorf("payload column %s is not valid JSON (table.expand.json.payload is on)", t.Payload)
 	}
-	var env []Placement
-	for _, p := range t.Placements {
-		if p.Envelope {
-			env = append(env, p)
-		}
-	}
+	env := b.envelope
 	if len(env) == 0 {
 		return payload, nil
 	}
@@ -295,10 +294,10 @@ func jsonOf(oid uint32, v, text []byte, expand bool) []byte {
 	case OIDJSON, OIDJSONB:
 		if expand {
 			var buf bytes.Buffer
-			if json.Compact(&buf, text) == nil {
-				return buf.Bytes()
+			if json.Compact(&buf, text) != nil {
+				return nil // not JSON: value says so
 			}
-			return text // not JSON: Record says so
+			return buf.Bytes()
 		}
 	}
 	return jsonString(text)

@@ -74,7 +74,8 @@ type copies struct {
 	ids                      [][16]byte
 	sources, sourceIDs       []string
 	topics, keys, eventTypes []*string
-	values, headers          [][]byte
+	values                   [][]byte
+	headers                  []string // JSON arrays of [name, value]
 	createdAt                []time.Time
 	partitions               []int32
 }
@@ -141,7 +142,7 @@ func (o *Outcomes) AddCopy(c Copy) {
 		}
 		h = append(mapping.AppendJSONString(append(mapping.AppendJSONString(append(h, '['), []byte(kv[0])), ','), []byte(kv[1])), ']')
 	}
-	k.headers = append(k.headers, append(h, ']'))
+	k.headers = append(k.headers, string(append(h, ']')))
 	k.createdAt = append(k.createdAt, c.CreatedAt)
 	k.partitions = append(k.partitions, c.Partition)
 }
@@ -164,11 +165,7 @@ func (k *copies) reset() {
 // queueCopies adds the statement that keeps o's copies to batch.
 func queueCopies(batch *pgx.Batch, o *Outcomes) {
 	k := &o.copies
-	headers := make([]string, len(k.headers))
-	for i, h := range k.headers {
-		headers[i] = string(h)
-	}
-	batch.Queue(insertCopiesSQL, k.ids, k.sources, k.sourceIDs, k.topics, k.keys, k.values, headers,
+	batch.Queue(insertCopiesSQL, k.ids, k.sources, k.sourceIDs, k.topics, k.keys, k.values, k.headers,
 		k.eventTypes, k.createdAt, k.partitions)
 }
 
