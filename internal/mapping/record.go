@@ -51,7 +51,7 @@ type Bound struct {
 	// header names.
 	idHeader []byte
 	aliases  [][]byte
-	envelope []Placement // t's envelope placements
+	envelope []Placement       // t's envelope placements
 	routes   map[string]string // route value -> topic through t.TopicRegex (few values, many rows)
 }
 
