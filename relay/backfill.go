@@ -27,6 +27,10 @@ type slotBackfill struct {
 	// events until it is done. More than maxQueuedKeys: it queues every
 	// event with a key.
 	keys []store.QueuedKey
+	// every: the backfill will find rows of a mapped table, whose keys
+	// are not known without mapping every row: every event with a key
+	// queues.
+	every bool
 }
 
 // hookBackfill has cdc record the backfill as started before it creates
@@ -37,7 +41,7 @@ func (r *Relay) hookBackfill(ctx context.Context, cfg *cdc.Config, pub *kafka.Pu
 	cfg.BeforeCreate = func(ctx context.Context) error { return r.store.BackfillStarted(ctx, r.cfg.Slot) }
 	cfg.OnCreate = func(_ context.Context, snapshot string) error {
 		var err error
-		b.done, b.keys, err = r.startBackfill(ctx, snapshot, pub)
+		b.done, b.keys, b.every, err = r.startBackfill(ctx, snapshot, pub)
 		return err
 	}
 	return b
@@ -81,15 +85,15 @@ func (b *slotBackfill) end() {
 // bring (backfill). The result comes on the channel; the backfill stops
 // when ctx ends. If it does not finish, the next session drops the slot and
 // does it again (recoverUnfinishedBackfill).
-func (r *Relay) startBackfill(ctx context.Context, snapshot string, pub *kafka.Publisher) (<-chan error, []store.QueuedKey, error) {
+func (r *Relay) startBackfill(ctx context.Context, snapshot string, pub *kafka.Publisher) (_ <-chan error, _ []store.QueuedKey, every bool, err error) {
 	conn, err := pgdial.Connect(ctx, r.cfg.DatabaseURL, r.cfg.ReplicationTimeout)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	snap, release, err := store.ImportSnapshot(ctx, conn, snapshot)
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	snap = snap.WithStatementTimeout(r.cfg.StatementTimeout)
 	keys, err := snap.UnrelayedKeys(ctx, maxQueuedKeys+1)
@@ -97,10 +101,13 @@ func (r *Relay) startBackfill(ctx context.Context, snapshot string, pub *kafka.P
 	if err == nil {
 		waiting, err = snap.QueuedKeys(ctx, r.hold(), maxQueuedKeys+1)
 	}
+	if err == nil && len(keys) <= maxQueuedKeys {
+		every, err = r.mappedBackfillFinds(ctx, snap)
+	}
 	if err != nil {
 		release()
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("backfilling events committed before slot %q: %w", r.cfg.Slot, err)
+		return nil, nil, false, fmt.Errorf("backfilling events committed before slot %q: %w", r.cfg.Slot, err)
 	}
 	var d *direct
 	if len(waiting) <= maxQueuedKeys { // else every event gets a PENDING row
@@ -112,7 +119,7 @@ func (r *Relay) startBackfill(ctx context.Context, snapshot string, pub *kafka.P
 		defer release()
 		done <- r.backfill(ctx, snap, d)
 	}()
-	return done, keys, nil
+	return done, keys, every, nil
 }
 
 // backfill pages through the events snap sees without a status row and
@@ -184,6 +191,19 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("backfilling events committed before slot %q: %w", r.cfg.Slot, err)
 	}
+	pender := newMappedPender(r.settle, r.metrics, pol.JSON())
+	for _, t := range r.cfg.mapped() {
+		if !t.Ordered() {
+			continue
+		}
+		n, _, _, err := pender.walkMapped(ctx, snap, r.store, t, store.BackfillCursor{}, time.Time{}, backfillPage,
+			r.cfg.MaxInFlightBytes/4, false)
+		total += int64(n)
+		r.metrics.Backfilled.Add(float64(n))
+		if err != nil {
+			return fmt.Errorf("backfilling rows of %s committed before slot %q: %w", t.QualifiedName(), r.cfg.Slot, err)
+		}
+	}
 	if err := r.store.BackfillFinished(ctx, r.cfg.Slot, total); err != nil {
 		return err
 	}
@@ -220,4 +240,20 @@ func (r *Relay) recoverUnfinishedBackfill(ctx context.Context) error {
 			zap.String("slot", r.cfg.Slot))
 	}
 	return nil
+}
+
+// mappedBackfillFinds reports whether the backfill will find rows of a
+// mapped table (with order columns). Their keys are not known without
+// mapping every row, so every event with a key then queues until the
+// backfill is done.
+func (r *Relay) mappedBackfillFinds(ctx context.Context, snap *store.Store) (bool, error) {
+	for _, t := range r.cfg.mapped() {
+		if !t.Ordered() {
+			continue
+		}
+		if found, err := snap.MappedUnrelayedExists(ctx, t); err != nil || found {
+			return found, err
+		}
+	}
+	return false, nil
 }

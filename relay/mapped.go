@@ -69,7 +69,7 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 		return
 	}
 	c.Topic, c.Key, c.Value, c.EventType, c.CreatedAt = rec.Topic, rec.Key, rec.Value, rec.EventType, rec.Timestamp
-	c.Partition = rec.Partition
+	c.Partition, c.Seq = rec.Partition, rec.Seq
 	e.size = e.Size()
 }
 
@@ -150,25 +150,55 @@ func (r *Relay) checkTables(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", cdc.ErrSetup, err)
 }
 
+// checkPollTables checks the mapped tables for poll mode, which reads them
+// rather than a stream: each needs its order columns.
+func (r *Relay) checkPollTables(ctx context.Context) error {
+	mapped := r.cfg.mapped()
+	if len(mapped) == 0 {
+		return nil
+	}
+	if err := r.store.CheckTables(ctx, "", mapped); err != nil {
+		return fmt.Errorf("%w: %w", cdc.ErrSetup, err)
+	}
+	bad := &mapping.BadConfig{}
+	for _, t := range mapped {
+		if !t.Ordered() {
+			bad.Problems = append(bad.Problems, fmt.Sprintf("%s: --mode poll reads table %s itself, which needs its order "+
+				"columns %s and %s: add them with `outbox-relay migrate %s` (or apply what `migrate --print` shows)",
+				t.Origin, t.QualifiedName(), mapping.OrderCreatedAt, mapping.OrderSeq, t.Origin))
+		}
+	}
+	if len(bad.Problems) > 0 {
+		return fmt.Errorf("%w: %w", cdc.ErrSetup, bad)
+	}
+	return nil
+}
+
 // warnUnbackfilled has the slot's creation say what it does not bring for
-// mapped tables: the backfill of a new slot reads outbox.events only, so
-// rows already in a mapped table, or written while the relay had no slot
-// (before its first start, or after its slot was lost), are not relayed.
+// mapped tables without order columns: the backfill reads those it can
+// walk (mapped_walk.go), so rows already in the others, or written while
+// the relay had no slot (before its first start, or after its slot was
+// lost), are not relayed.
 func (r *Relay) warnUnbackfilled(cfg *cdc.Config) {
 	mapped := r.cfg.mapped()
 	if len(mapped) == 0 {
 		return
 	}
-	names := make([]string, len(mapped))
-	for i, t := range mapped {
-		names[i] = t.QualifiedName()
-	}
 	before := cfg.BeforeCreate
 	cfg.BeforeCreate = func(ctx context.Context) error {
-		r.log.Warn("creating the slot: mapped tables are relayed from this moment on; rows already in them, and rows "+
-			"written while the relay had no slot, are not relayed (the backfill reads outbox.events only). "+
-			"If the slot was lost, insert such events again, with their ids (README: Your own table)",
-			zap.String("slot", r.cfg.Slot), zap.Strings("tables", names))
+		var names []string
+		for _, t := range mapped {
+			if !t.Ordered() {
+				names = append(names, t.QualifiedName())
+			}
+		}
+		if len(names) > 0 {
+			r.log.Warn("creating the slot: these mapped tables have no order columns, so they are relayed from this "+
+				"moment on; rows already in them, and rows written while the relay had no slot, are not relayed "+
+				"(`outbox-relay migrate` adds the columns; if the slot was lost, insert such events again, with "+
+				"their ids: README, Your own table)",
+				zap.String("slot", r.cfg.Slot), zap.Strings("tables", names))
+		}
 		if before != nil {
 			return before(ctx)
 		}

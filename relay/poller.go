@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/mapping"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/outage"
 	"github.com/outbox-relay/outbox-relay/internal/store"
@@ -98,6 +100,9 @@ type poller struct {
 	recheck   time.Time
 	rechecked time.Time
 	paused    bool // the sweep waits for the stream to catch up
+	// mappedAt and mappedRecheck are the two passes' cursors in each of
+	// the mapped tables (mapped_walk.go).
+	mappedAt, mappedRecheck []store.BackfillCursor
 	msgs      []*kafka.Message
 	tally     *metrics.Tally
 }
@@ -122,6 +127,11 @@ type pollerDeps struct {
 	// nil: the sweep writes PENDING rows.
 	direct   *direct
 	maxBytes int
+	// mapped are the mapped tables: those with order columns are swept
+	// too, through pender, at most mappedBytes of values a page.
+	mapped      []*mapping.Table
+	pender      *mappedPender
+	mappedBytes int
 }
 
 // newPoller makes a poller of slot ("" in poll mode).
@@ -135,6 +145,10 @@ func newPoller(cfg PollerConfig, slot string, deps pollerDeps) *poller {
 	p := &poller{pollerDeps: deps, cfg: cfg, slot: slot, tally: deps.metrics.NewTally()}
 	p.cursor = p.now().Add(-cfg.GapLookback)
 	p.recheck = p.cursor
+	for range deps.mapped {
+		p.mappedAt = append(p.mappedAt, store.BackfillCursor{CreatedAt: p.cursor, Seq: -1})
+	}
+	p.mappedRecheck = slices.Clone(p.mappedAt)
 	return p
 }
 
@@ -243,6 +257,11 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	mappedFound, mappedInserted, err := p.sweepMapped(ctx, p.mappedAt, func(int) time.Time { return upper })
+	if err != nil {
+		return 0, err
+	}
+	found, inserted = max(found, mappedFound), inserted+mappedInserted
 	if inserted > 0 && p.slot != "" {
 		p.log.Warn("gap sweep found committed events the stream never delivered; delivering them",
 			zap.Int("events", inserted), zap.Time("up_to", p.cursor))
@@ -254,6 +273,12 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		_, mappedLate, err := p.sweepMapped(ctx, p.mappedRecheck,
+			func(i int) time.Time { return minTime(recheckUpper, p.mappedAt[i].CreatedAt) })
+		if err != nil {
+			return 0, err
+		}
+		late += mappedLate
 		if late > 0 {
 			p.log.Warn("gap recheck found events the first pass had walked past (their created_at is older than "+
 				"their commit by more than the sweep allows for); delivering them",
@@ -312,6 +337,33 @@ func (p *poller) sweepRange(ctx context.Context, cursor *time.Time, upper time.T
 		*cursor = upper
 	}
 	return found, inserted, nil
+}
+
+// sweepMapped is sweepRange for the mapped tables with order columns, a
+// page of each: cursors are their cursors, upper(i) the i-th's horizon. It
+// returns the most rows a table's page found and the rows written.
+func (p *poller) sweepMapped(ctx context.Context, cursors []store.BackfillCursor, upper func(i int) time.Time) (found, written int, err error) {
+	for i, t := range p.mapped {
+		if !t.Ordered() {
+			continue
+		}
+		to := upper(i)
+		if !to.After(cursors[i].CreatedAt) {
+			continue
+		}
+		n, next, more, err := p.pender.walkMapped(ctx, p.store, p.store, t, cursors[i], to, p.cfg.BatchSize, p.mappedBytes, true)
+		if err != nil {
+			return found, written, err
+		}
+		p.metrics.GapSwept.Add(float64(n))
+		written += n
+		if more {
+			cursors[i], found = next, p.cfg.BatchSize
+		} else {
+			cursors[i] = store.BackfillCursor{CreatedAt: to, Seq: -1}
+		}
+	}
+	return found, written, nil
 }
 
 // sweepDirect is sweepRange for poll mode: it delivers the events it finds

@@ -184,11 +184,11 @@ func (q *queue) replace(table []store.QueuedKey, written uint64, p deferrer) (ok
 
 // backfill marks the new slot's backfill as running, with the keys of the
 // events it will find: they queue until endBackfill. With more than
-// maxQueuedKeys keys every event with a key queues.
-func (q *queue) backfill(keys []store.QueuedKey) {
+// maxQueuedKeys keys, or with every, every event with a key queues.
+func (q *queue) backfill(keys []store.QueuedKey, every bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(keys) > maxQueuedKeys {
+	if every || len(keys) > maxQueuedKeys {
 		q.backfilling = true
 		return
 	}

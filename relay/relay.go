@@ -226,10 +226,6 @@ func (c Config) Validate() error {
 	if c.Mode != ModeStream && c.Mode != ModePoll {
 		return fmt.Errorf("--mode: %q is not stream or poll", c.Mode)
 	}
-	if c.Mode == ModePoll && len(c.mapped()) > 0 {
-		return fmt.Errorf("--mode poll relays outbox.events only; mapped tables (%s) are relayed by the stream: use --mode stream",
-			c.mapped()[0].QualifiedName())
-	}
 	if c.OnInvalidSlot != InvalidSlotRecreate && c.OnInvalidSlot != InvalidSlotExit {
 		return fmt.Errorf("--on-invalid-slot: %q is not recreate or exit", c.OnInvalidSlot)
 	}
@@ -348,6 +344,9 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	slot := r.cfg.Slot
 	if r.cfg.Mode == ModePoll {
 		slot = ""
+		if err := r.checkPollTables(ctx); err != nil {
+			return err
+		}
 	}
 	// The poller stops with the stream: a setup error ends the process
 	// whatever the poller is doing.
@@ -357,6 +356,10 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }, hold: r.hold(), wake: r.wake}
 	if r.cfg.Mode == ModePoll {
 		deps.direct, deps.maxBytes = r.newDirect(pub, nil), r.cfg.MaxInFlightBytes/4
+	}
+	if mapped := r.cfg.mapped(); len(mapped) > 0 {
+		deps.mapped, deps.mappedBytes = mapped, r.cfg.MaxInFlightBytes/4
+		deps.pender = newMappedPender(r.settle, r.metrics, r.cfg.Retry.JSON())
 	}
 	p := newPoller(r.cfg.Poll, slot, deps)
 	var wg sync.WaitGroup

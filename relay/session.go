@@ -215,7 +215,7 @@ func (r *Relay) session(ctx context.Context, pub *kafka.Publisher, streamDown *o
 		// Until the backfill has written every event older than the slot,
 		// the stream queues the events of the keys it will find, so that
 		// none overtakes an earlier one the backfill has not reached.
-		s.queue.backfill(backfill.keys)
+		s.queue.backfill(backfill.keys, backfill.every)
 		g.Go(backfill.watch(ctx, hard, func() { s.backfillDone.Store(true) }))
 	}
 	g.Go(s.produce)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,6 +29,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs.String(&tablesConfig, "tables-config", "", "also add the tables this --tables-config file maps to the publication (run's flag)")
 	fs.String(&debeziumConfig, "debezium-config", "", "also add the tables of this Debezium connector configuration to the publication (run's flag)")
 	fs.String(&publication, "publication", cdc.PublicationDefault, "the relay's publication, for mapped tables")
+	orderColumns := true
+	fs.Bool(&orderColumns, "order-columns", true, "give mapped tables the order columns outbox_created_at and outbox_seq (no table rewrite), "+
+		"which the backfill of a new slot, the gap sweep and --mode poll need; false: stream only")
 	fs.Shared("tables-config", "debezium-config", "publication")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
@@ -44,7 +48,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		if err := migrations.Print(stdout); err != nil {
 			return err
 		}
-		return printMapped(stdout, publication, mapped)
+		return printMapped(stdout, publication, mapped, orderColumns)
 	}
 	if dbURL == "" {
 		return flagenv.Usagef("--database-url is required (or OUTBOX_DATABASE_URL)")
@@ -71,6 +75,12 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 			return fmt.Errorf("%w: adding %s to publication %s: %w", cdc.ErrSetup, t.QualifiedName(), publication, pgdial.Explain(err))
 		}
 		fmt.Fprintf(stdout, "mapped table %s is in publication %s\n", t.QualifiedName(), publication)
+		if orderColumns {
+			if err := addOrderColumns(ctx, conn, t); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "mapped table %s has its order columns %s, %s\n", t.QualifiedName(), mapping.OrderCreatedAt, mapping.OrderSeq)
+		}
 	}
 	if len(applied) == 0 {
 		fmt.Fprintf(stdout, "outbox schema is up to date (version %d)\n", migrations.Latest())
@@ -81,20 +91,50 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	return nil
 }
 
-// printMapped prints what a mapped table needs: its place in the publication.
-func printMapped(w io.Writer, publication string, tables []*mapping.Table) error {
+// printMapped prints what a mapped table needs: its place in the
+// publication and, with orderColumns, its order columns.
+func printMapped(w io.Writer, publication string, tables []*mapping.Table, orderColumns bool) error {
 	if len(tables) == 0 {
 		return nil
 	}
-	_, err := fmt.Fprintf(w, "\n-- Mapped tables: the relay streams them through publication %s. It adds nothing\n"+
-		"-- else to them (no column, no index, no trigger) and never writes to them.\n", publication)
+	_, err := fmt.Fprintf(w, "\n-- Mapped tables: the relay streams them through publication %s.\n", publication)
+	if err == nil && orderColumns {
+		_, err = fmt.Fprintf(w, "-- Their order columns, for the backfill of a new slot, the gap sweep and --mode poll:\n"+
+			"-- added without a table rewrite; the index is built CONCURRENTLY (run it outside a transaction).\n"+
+			"-- Nothing else is added to them (no trigger) and the relay never writes to them.\n")
+	}
 	for _, t := range tables {
 		if err == nil {
 			_, err = fmt.Fprintf(w, "%s\n", t.PublicationSQL(publication))
 		}
+		if orderColumns && err == nil {
+			_, err = fmt.Fprintf(w, "%s\n", strings.Join(t.OrderSQL(), "\n"))
+		}
 	}
 	return err
 }
+
+// addOrderColumns gives t its order columns (mapping.OrderSQL), each
+// statement on its own, waiting at most orderLockTimeout for the table's
+// lock: an ALTER TABLE queued behind a long transaction would block every
+// writer of the table meanwhile.
+func addOrderColumns(ctx context.Context, conn *pgx.Conn, t *mapping.Table) error {
+	if _, err := conn.Exec(ctx, "SET lock_timeout = "+orderLockTimeout); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout") //nolint:errcheck // the connection ends with the command
+	for _, stmt := range t.OrderSQL() {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("%w: giving %s its order columns: %s: %w (lock_timeout %s: if a long transaction holds the "+
+				"table, run migrate again later; --order-columns=false skips this)", cdc.ErrSetup, t.QualifiedName(), stmt,
+				pgdial.Explain(err), orderLockTimeout)
+		}
+	}
+	return nil
+}
+
+// orderLockTimeout bounds each wait for a mapped table's lock.
+const orderLockTimeout = "'5s'"
 
 // warnWalLevel warns when the server cannot stream to the relay yet.
 func warnWalLevel(ctx context.Context, conn *pgx.Conn, stderr io.Writer) {

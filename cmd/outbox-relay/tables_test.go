@@ -93,3 +93,59 @@ func TestMigrate_AddsMappedTablesToThePublicationAndPrintsTheStatement(t *testin
 		t.Fatalf("migrate --print: exit %d\n%s", code, out)
 	}
 }
+
+func TestMigrate_GivesAMappedTableItsOrderColumnsWithoutRewritingIt(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	u, _ := url.Parse(dbURL)
+	writer := "writer_" + strings.TrimPrefix(u.Path, "/outbox_test_")
+	execSQL(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb);
+		INSERT INTO public.outboxevent SELECT gen_random_uuid(), 'order', 'o-1', '{}' FROM generate_series(1, 1000);
+		CREATE ROLE `+writer+`;
+		GRANT USAGE ON SCHEMA public TO `+writer+`;
+		GRANT INSERT ON public.outboxevent TO `+writer)
+	t.Cleanup(func() {
+		execSQL(t, pool, `DROP TABLE public.outboxevent; DROP OWNED BY `+writer+`; DROP ROLE `+writer)
+	})
+	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+		"table.include.list": "public.outboxevent", "transforms": "outbox",
+		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`)
+	relfile := func() int {
+		return pgtest.Count(t, pool, `SELECT pg_relation_filenode('public.outboxevent')::int8`)
+	}
+	before := relfile()
+	run := cli(context.Background(), dbURL)
+	for range 2 { // idempotent
+		if out, errOut, code := run("migrate", "--debezium-config", file); code != 0 ||
+			!strings.Contains(out, "mapped table public.outboxevent has its order columns outbox_created_at, outbox_seq") {
+			t.Fatalf("migrate: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+	if after := relfile(); after != before {
+		t.Errorf("the table was rewritten: filenode %d, then %d", before, after)
+	}
+	// Rows from before have no insertion order (taken as relayed before);
+	// the application's role inserts as it did, and its rows get one.
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM public.outboxevent WHERE outbox_seq IS NULL AND outbox_created_at IS NOT NULL`); n != 1000 {
+		t.Errorf("%d rows from before without outbox_seq, want 1000", n)
+	}
+	execSQL(t, pool, `SET ROLE `+writer+`;
+		INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, payload) VALUES (gen_random_uuid(), 'order', 'o-2', '{}');
+		RESET ROLE`)
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM public.outboxevent WHERE outbox_seq IS NOT NULL`); n != 1 {
+		t.Errorf("%d new rows with an outbox_seq, want 1", n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_indexes WHERE tablename = 'outboxevent' AND indexdef LIKE '%(outbox_created_at, outbox_seq)%'`); n != 1 {
+		t.Errorf("%d indexes on the order columns, want 1", n)
+	}
+	out, _, code := runCLI(t, env(), "migrate", "--print", "--debezium-config", file)
+	for _, want := range []string{
+		`ALTER TABLE "public"."outboxevent" ADD COLUMN IF NOT EXISTS outbox_created_at timestamptz NOT NULL DEFAULT now();`,
+		`ALTER TABLE "public"."outboxevent" ALTER COLUMN outbox_seq SET DEFAULT nextval('"public"."outboxevent_outbox_seq"'::regclass);`,
+		`CREATE INDEX CONCURRENTLY IF NOT EXISTS "outboxevent_outbox_order_idx" ON "public"."outboxevent" (outbox_created_at, outbox_seq);`,
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("migrate --print: exit %d, lacks %s\n%s", code, want, out)
+		}
+	}
+}

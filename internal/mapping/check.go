@@ -94,7 +94,9 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 	if len(cols) == 0 {
 		return []string{fmt.Sprintf("%s: table %s does not exist (or is not a table)", where, t.QualifiedName())}, true, nil
 	}
-	t.notNull = map[string]bool{}
+	read := &catalog{notNull: map[string]bool{},
+		ordered: cols[OrderCreatedAt].oid == OIDTimestamptz && cols[OrderSeq].oid == OIDInt8}
+	defer t.catalog.Store(read)
 	for _, u := range t.Columns() {
 		c, ok := cols[u.Column]
 		option := t.option(u.Use)
@@ -114,7 +116,10 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 			problems = append(problems, fmt.Sprintf("%s: %s: column %q of %s is not unique: give it a primary key or unique index of its own",
 				where, option, u.Column, t.QualifiedName()))
 		}
-		t.notNull[u.Column] = c.notNull
+		read.notNull[u.Column] = c.notNull
+	}
+	if publication == "" { // poll mode: no stream
+		return problems, true, nil
 	}
 	// A publication that does not exist yet is created with the table.
 	var exists bool
@@ -144,8 +149,9 @@ func (t *Table) option(use string) string {
 
 // PublicationSQL is the statement that adds t to publication unless it is
 // in it already: what `migrate` runs and `migrate --print` prints for a
-// mapped table. The relay adds nothing else to the table (no column, no
-// index, no trigger): it reads the stream and keeps its own copies.
+// mapped table. Besides the order columns (OrderSQL), the relay adds
+// nothing to the table (no trigger): it reads the stream and keeps its own
+// copies.
 func (t *Table) PublicationSQL(publication string) string {
 	lit := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 	return fmt.Sprintf(`DO $$ BEGIN

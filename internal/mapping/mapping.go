@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -96,7 +97,15 @@ type Table struct {
 	// ("key", "topic", "placed"...) as the configuration spells it.
 	Options map[string]string
 
-	notNull map[string]bool // Check's reading of the catalog
+	// catalog is Check's last reading of the catalog: the stream's
+	// sessions check again while the poller reads it.
+	catalog atomic.Pointer[catalog]
+}
+
+// catalog is what Check read of a table.
+type catalog struct {
+	notNull map[string]bool // which mapped columns are NOT NULL
+	ordered bool            // the order columns exist (order.go)
 }
 
 // QualifiedName is the table's schema-qualified name as users write it.

@@ -115,12 +115,13 @@ func row(cols ...any) (*cdc.Relation, [][]byte) {
 var uuidBytes = []byte{0x6a, 0x1f, 0x2e, 0x3d, 0x4c, 0x5b, 0x4a, 0x69, 0x88, 0x97, 0xa6, 0xb5, 0xc4, 0xd3, 0xe2, 0xf1}
 
 func debeziumTable(key, value Converter, expand bool) *Table {
-	return &Table{Schema: "public", Name: "outbox", ID: "id", Key: "aggregateid", Payload: "payload",
+	t := &Table{Schema: "public", Name: "outbox", ID: "id", Key: "aggregateid", Payload: "payload",
 		Topic: "${aggregatetype}", TopicRegex: mustRegex("(?P<routedByValue>.*)"),
 		TopicReplacement: "outbox.event.${routedByValue}", IDHeader: "id",
 		Placements:   []Placement{{Column: "type", Alias: "eventType"}},
-		KeyConverter: key, ValueConverter: value, ExpandJSON: expand,
-		notNull: map[string]bool{"id": true, "aggregateid": true}}
+		KeyConverter: key, ValueConverter: value, ExpandJSON: expand}
+	t.catalog.Store(&catalog{notNull: map[string]bool{"id": true, "aggregateid": true}})
+	return t
 }
 
 func TestRecord_WritesWhatDebeziumWrites(t *testing.T) {

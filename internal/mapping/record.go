@@ -37,6 +37,9 @@ type Record struct {
 	// Partition is the record's partition when a column is placed as it;
 	// -1: the partitioner places the record by its key.
 	Partition int32
+	// Seq is the row's outbox_seq (order.go), 0 without one: the key order
+	// of the event once it waits.
+	Seq int64
 }
 
 // Bound is a Table read against one version of its relation, as pgoutput
@@ -52,6 +55,7 @@ type Bound struct {
 	idHeader []byte
 	aliases  [][]byte
 	envelope []Placement       // t's envelope placements
+	seq      int               // the index of outbox_seq; -1: none
 	routes   map[string]string // route value -> topic through t.TopicRegex (few values, many rows)
 }
 
@@ -67,7 +71,13 @@ const maxRoutes = 4096
 // Bind finds t's columns in rel. Check must have run: it read which columns
 // are NOT NULL, for the JSON converter's schemas.
 func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
-	b := &Bound{t: t, rel: rel, notNull: t.notNull, idx: map[string]int{}}
+	b := &Bound{t: t, rel: rel, idx: map[string]int{}, seq: -1}
+	if c := t.catalog.Load(); c != nil {
+		b.notNull = c.notNull
+	}
+	if i := rel.ColumnIndex(OrderSeq); i >= 0 && rel.Columns[i].TypeOID == OIDInt8 {
+		b.seq = i
+	}
 	for _, u := range t.Columns() {
 		i := rel.ColumnIndex(u.Column)
 		if i < 0 {
@@ -133,6 +143,9 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 	}
 	r.ID = string(id)
 	r.Partition = -1
+	if b.seq >= 0 {
+		r.Seq, _ = integer(values[b.seq])
+	}
 	if r.Topic, err = b.topic(values); err != nil {
 		return r, err
 	}

@@ -67,6 +67,8 @@ type Copy struct {
 	EventType []byte
 	CreatedAt time.Time
 	Partition int32 // placed by a column; -1: by key
+	// Seq is the row's outbox_seq (its key order), 0 without one.
+	Seq int64
 }
 
 // copies is a batch of Copy in column form, as insert_copies.sql takes it.
@@ -78,6 +80,7 @@ type copies struct {
 	headers                  []string // JSON arrays of [name, value]
 	createdAt                []time.Time
 	partitions               []int32
+	seqs                     []*int64
 }
 
 // mappedSent is a batch of mapped events SENT on their first try, in
@@ -145,6 +148,11 @@ func (o *Outcomes) AddCopy(c Copy) {
 	k.headers = append(k.headers, string(append(h, ']')))
 	k.createdAt = append(k.createdAt, c.CreatedAt)
 	k.partitions = append(k.partitions, c.Partition)
+	var seq *int64 // NULL: none
+	if c.Seq != 0 {
+		seq = &c.Seq
+	}
+	k.seqs = append(k.seqs, seq)
 }
 
 // optional is b as a text parameter: nil is NULL, empty is the empty string.
@@ -159,14 +167,14 @@ func optional(b []byte) *string {
 func (k *copies) reset() {
 	*k = copies{ids: k.ids[:0], sources: k.sources[:0], sourceIDs: k.sourceIDs[:0], topics: k.topics[:0],
 		keys: k.keys[:0], eventTypes: k.eventTypes[:0], values: k.values[:0],
-		headers: k.headers[:0], createdAt: k.createdAt[:0], partitions: k.partitions[:0]}
+		headers: k.headers[:0], createdAt: k.createdAt[:0], partitions: k.partitions[:0], seqs: k.seqs[:0]}
 }
 
 // queueCopies adds the statement that keeps o's copies to batch.
 func queueCopies(batch *pgx.Batch, o *Outcomes) {
 	k := &o.copies
 	batch.Queue(insertCopiesSQL, k.ids, k.sources, k.sourceIDs, k.topics, k.keys, k.values, k.headers,
-		k.eventTypes, k.createdAt, k.partitions)
+		k.eventTypes, k.createdAt, k.partitions, k.seqs)
 }
 
 // insertMapped writes a batch with mapped events in one round trip and one
@@ -224,7 +232,7 @@ func (s *Store) Copies(ctx context.Context, ids [][16]byte) (map[[16]byte]Copy, 
 		var topic, eventType *string
 		var headers []byte
 		if err := rows.Scan(&c.EventID, &c.Source, &c.SourceID, &topic, &c.Key, &c.Value, &headers, &eventType,
-			&c.CreatedAt, &c.Partition); err != nil {
+			&c.CreatedAt, &c.Partition, &c.Seq); err != nil {
 			return nil, fmt.Errorf("reading mapped events: %w", err)
 		}
 		if topic != nil {
