@@ -103,8 +103,8 @@ type poller struct {
 	// mappedAt and mappedRecheck are the two passes' cursors in each of
 	// the mapped tables (mapped_walk.go).
 	mappedAt, mappedRecheck []store.BackfillCursor
-	msgs      []*kafka.Message
-	tally     *metrics.Tally
+	msgs                    []*kafka.Message
+	tally                   *metrics.Tally
 }
 
 // pollerDeps are what a poller works with besides its configuration.
