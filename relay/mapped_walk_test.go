@@ -11,6 +11,8 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/migrations"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -160,4 +162,47 @@ func TestMappedWalk_PollModeRefusesATableWithoutOrderColumns(t *testing.T) {
 		!strings.Contains(fmt.Sprint(err), "outbox-relay migrate --debezium-config") {
 		t.Fatalf("Run = %v, want a setup error naming the order columns and migrate", err)
 	}
+}
+
+// A failover to a standby without the relay's slot: the relay creates it
+// anew there and backfills the mapped rows the primary's relay never
+// delivered, in insertion order.
+func TestMappedWalk_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary := pgtest.Cluster(t, nil)
+	if _, err := migrations.Up(ctx, pgtest.Pool(t, primary)); err != nil {
+		t.Fatal(err)
+	}
+	standbyURL, _, promote := pgtest.Standby(t, primary)
+	pool := pgtest.Pool(t, primary) // Standby restarted the primary: a pool of its own
+	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
+	b := &testBundle{dbURL: primary, slot: "outbox_failover", pool: pool, cluster: c, brokers: c.ListenAddrs()}
+	tables := b.orderedTable(t)
+	cfg := b.config(t)
+	cfg.Tables = tables
+	stop := b.startRelay(t, cfg)
+	b.writeMapped(t, 1, 10, 1)
+	b.waitStatus(t, "SENT", 10, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Written on the primary and replicated; its relay is gone.
+	next := b.mappedWorkload(t, 11)
+	var end string
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	sb := &testBundle{dbURL: standbyURL, slot: b.slot, pool: pgtest.Pool(t, standbyURL), cluster: c, brokers: b.brokers}
+	pgtest.Eventually(t, 30*time.Second, "the standby replays the primary's writes", func() (bool, string) {
+		n := pgtest.Count(t, sb.pool, `SELECT (pg_last_wal_replay_lsn() >= $1::pg_lsn)::int`, end)
+		return n == 1, "not yet"
+	})
+	promote()
+
+	scfg := sb.config(t)
+	scfg.Tables = tables
+	sb.run(t, scfg)
+	sb.writeMapped(t, next, 100, 1)
+	sb.checkInOrder(t, next+99)
 }
