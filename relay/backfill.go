@@ -191,7 +191,25 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("backfilling events committed before slot %q: %w", r.cfg.Slot, err)
 	}
-	pender := newMappedPender(r.settle, r.metrics, pol.JSON())
+	n, err := r.backfillMapped(ctx, snap)
+	total += n
+	if err != nil {
+		return err
+	}
+	if err := r.store.BackfillFinished(ctx, r.cfg.Slot, total); err != nil {
+		return err
+	}
+	r.log.Info("backfilled the events committed before the new slot",
+		zap.String("slot", r.cfg.Slot), zap.Int64("events", total), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
+	return nil
+}
+
+// backfillMapped gives PENDING rows, with their records kept, to the rows
+// snap sees without a status row in the mapped tables that have order
+// columns (mapped_walk.go), and returns how many it wrote.
+func (r *Relay) backfillMapped(ctx context.Context, snap *store.Store) (int64, error) {
+	pender := newMappedPender(r.settle, r.metrics, r.cfg.Retry.JSON())
+	var total int64
 	for _, t := range r.cfg.mapped() {
 		if !t.Ordered() {
 			continue
@@ -201,15 +219,10 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 		total += int64(n)
 		r.metrics.Backfilled.Add(float64(n))
 		if err != nil {
-			return fmt.Errorf("backfilling rows of %s committed before slot %q: %w", t.QualifiedName(), r.cfg.Slot, err)
+			return total, fmt.Errorf("backfilling rows of %s committed before slot %q: %w", t.QualifiedName(), r.cfg.Slot, err)
 		}
 	}
-	if err := r.store.BackfillFinished(ctx, r.cfg.Slot, total); err != nil {
-		return err
-	}
-	r.log.Info("backfilled the events committed before the new slot",
-		zap.String("slot", r.cfg.Slot), zap.Int64("events", total), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
-	return nil
+	return total, nil
 }
 
 // backfillStep is what the backfill's reader hands its writer: a page of

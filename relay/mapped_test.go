@@ -231,14 +231,7 @@ func TestMapped_AMappingThatDoesNotFitStopsTheRelayNamingOptionAndColumn(t *test
 			}
 			cfg := b.config(t)
 			cfg.Tables, cfg.Publication = tables, "outbox_relay_mapped"
-			r, err := relay.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			err = r.Run(ctx)
+			err = runToError(t, cfg)
 			if !relay.IsSetup(err) {
 				t.Fatalf("Run = %v, want a setup error", err)
 			}
@@ -422,4 +415,18 @@ func TestMapped_APartitionPlacementPutsEachEventOnItsColumnsPartition(t *testing
 		Scan(&reason, &lastErr); err != nil || reason != kafka.ReasonInvalidPartition || !strings.Contains(lastErr, "partition 7") {
 		t.Errorf("the event placed on partition 7 of 3: %s %q (%v)", reason, lastErr, err)
 	}
+}
+
+// runToError runs a relay that must stop by itself within 30 s (a setup
+// error) and returns what Run returned.
+func runToError(t *testing.T, cfg relay.Config) error {
+	t.Helper()
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return r.Run(ctx)
 }

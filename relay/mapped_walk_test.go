@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
-	"github.com/outbox-relay/outbox-relay/internal/pgtest"
-	"github.com/outbox-relay/outbox-relay/migrations"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -61,6 +58,21 @@ func (b *testBundle) mappedWorkload(t *testing.T, from int) int {
 	return from + 1200
 }
 
+// slotGapWorkload runs a relay with cfg until 10 rows are SENT, stops it,
+// calls lose (the slot is lost) and writes the workload from seq 11 on
+// while no relay runs. It returns the next seq.
+func (b *testBundle) slotGapWorkload(t *testing.T, cfg relay.Config, lose func()) int {
+	t.Helper()
+	stop := b.startRelay(t, cfg)
+	b.writeMapped(t, 1, 10, 1)
+	b.waitStatus(t, "SENT", 10, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	lose()
+	return b.mappedWorkload(t, 11)
+}
+
 func TestMappedWalk_ANewSlotBackfillsATableWithOrderColumnsInInsertionOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t, kfake.SeedTopics(3, "orders"))
@@ -78,17 +90,9 @@ func TestMappedWalk_ANewSlotBackfillsATableWithOrderColumnsInInsertionOrder(t *t
 func TestMappedWalk_RowsWrittenWhileTheSlotWasGoneGoOutInInsertionOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t, kfake.SeedTopics(3, "orders"))
-	tables := b.orderedTable(t)
 	cfg := b.config(t)
-	cfg.Tables = tables
-	stop := b.startRelay(t, cfg)
-	b.writeMapped(t, 1, 10, 1)
-	b.waitStatus(t, "SENT", 10, 30*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot)
-	next := b.mappedWorkload(t, 11)
+	cfg.Tables = b.orderedTable(t)
+	next := b.slotGapWorkload(t, cfg, func() { b.exec(t, `SELECT pg_drop_replication_slot($1)`, b.slot) })
 	b.run(t, cfg)
 	b.writeMapped(t, next, 100, 1)
 	b.checkInOrder(t, next+99)
@@ -150,15 +154,7 @@ func TestMappedWalk_PollModeRefusesATableWithoutOrderColumns(t *testing.T) {
 	cfg := b.config(t)
 	cfg.Tables = d.Tables
 	cfg.Mode = relay.ModePoll
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = r.Run(ctx)
-	if !relay.IsSetup(err) || !strings.Contains(fmt.Sprint(err), "outbox_created_at and outbox_seq") ||
+	if err := runToError(t, cfg); !relay.IsSetup(err) || !strings.Contains(fmt.Sprint(err), "outbox_created_at and outbox_seq") ||
 		!strings.Contains(fmt.Sprint(err), "outbox-relay migrate --debezium-config") {
 		t.Fatalf("Run = %v, want a setup error naming the order columns and migrate", err)
 	}
@@ -169,39 +165,13 @@ func TestMappedWalk_PollModeRefusesATableWithoutOrderColumns(t *testing.T) {
 // delivered, in insertion order.
 func TestMappedWalk_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	primary := pgtest.Cluster(t, nil)
-	if _, err := migrations.Up(ctx, pgtest.Pool(t, primary)); err != nil {
-		t.Fatal(err)
-	}
-	standbyURL, _, promote := pgtest.Standby(t, primary)
-	pool := pgtest.Pool(t, primary) // Standby restarted the primary: a pool of its own
-	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
-	b := &testBundle{dbURL: primary, slot: "outbox_failover", pool: pool, cluster: c, brokers: c.ListenAddrs()}
-	tables := b.orderedTable(t)
+	b, failover := failoverPair(t)
 	cfg := b.config(t)
-	cfg.Tables = tables
-	stop := b.startRelay(t, cfg)
-	b.writeMapped(t, 1, 10, 1)
-	b.waitStatus(t, "SENT", 10, 30*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	// Written on the primary and replicated; its relay is gone.
-	next := b.mappedWorkload(t, 11)
-	var end string
-	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
-		t.Fatal(err)
-	}
-	sb := &testBundle{dbURL: standbyURL, slot: b.slot, pool: pgtest.Pool(t, standbyURL), cluster: c, brokers: b.brokers}
-	pgtest.Eventually(t, 30*time.Second, "the standby replays the primary's writes", func() (bool, string) {
-		n := pgtest.Count(t, sb.pool, `SELECT (pg_last_wal_replay_lsn() >= $1::pg_lsn)::int`, end)
-		return n == 1, "not yet"
-	})
-	promote()
-
+	cfg.Tables = b.orderedTable(t)
+	next := b.slotGapWorkload(t, cfg, func() {})
+	sb := failover()
 	scfg := sb.config(t)
-	scfg.Tables = tables
+	scfg.Tables = cfg.Tables
 	sb.run(t, scfg)
 	sb.writeMapped(t, next, 100, 1)
 	sb.checkInOrder(t, next+99)

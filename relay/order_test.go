@@ -214,16 +214,7 @@ func TestOrder_SwitchingModeKeepsTheOrderOfQueuedEvents(t *testing.T) {
 // the primary's relay never delivered: in insertion order.
 func TestOrder_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testing.T) {
 	eachIDMode(t, func(t *testing.T, id string) {
-		ctx := context.Background()
-		primary := pgtest.Cluster(t, nil)
-		if _, err := migrations.Up(ctx, pgtest.Pool(t, primary)); err != nil {
-			t.Fatal(err)
-		}
-		standbyURL, _, promote := pgtest.Standby(t, primary)
-		pool := pgtest.Pool(t, primary) // Standby restarted the primary: a pool of its own
-		c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
-		b := &testBundle{dbURL: primary, slot: "outbox_failover", pool: pool, cluster: c, brokers: c.ListenAddrs()}
-
+		b, failover := failoverPair(t)
 		stop := b.startRelay(t, b.config(t))
 		b.writeKey(t, id, 1, 10, 1)
 		b.waitStatus(t, "SENT", 10, 30*time.Second)
@@ -232,6 +223,30 @@ func TestOrder_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testin
 		}
 		// Written on the primary and replicated; its relay is gone.
 		next := b.writeOrderWorkload(t, id, 11)
+		sb := failover()
+		sb.run(t, sb.config(t))
+		sb.writeKey(t, id, next, 100, 1)
+		sb.checkInOrder(t, next+99)
+	})
+}
+
+// failoverPair starts a migrated primary of its own with a physical
+// standby (no logical slot there), and returns the primary's bundle and
+// failover, which waits until the standby has replayed everything written
+// so far, promotes it and returns its bundle (same Kafka, same slot name).
+func failoverPair(t *testing.T) (*testBundle, func() *testBundle) {
+	t.Helper()
+	ctx := context.Background()
+	primary := pgtest.Cluster(t, nil)
+	if _, err := migrations.Up(ctx, pgtest.Pool(t, primary)); err != nil {
+		t.Fatal(err)
+	}
+	standbyURL, _, promote := pgtest.Standby(t, primary)
+	pool := pgtest.Pool(t, primary) // Standby restarted the primary: a pool of its own
+	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
+	b := &testBundle{dbURL: primary, slot: "outbox_failover", pool: pool, cluster: c, brokers: c.ListenAddrs()}
+	return b, func() *testBundle {
+		t.Helper()
 		var end string
 		if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
 			t.Fatal(err)
@@ -242,11 +257,8 @@ func TestOrder_ARelayStartedOnAPromotedStandbyDeliversInInsertionOrder(t *testin
 			return n == 1, "not yet"
 		})
 		promote()
-
-		sb.run(t, sb.config(t))
-		sb.writeKey(t, id, next, 100, 1)
-		sb.checkInOrder(t, next+99)
-	})
+		return sb
+	}
 }
 
 func TestOrder_TheStreamDoesNotOvertakeAKeyTheBackfillHasNotReachedYet(t *testing.T) {
