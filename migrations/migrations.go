@@ -222,3 +222,35 @@ func Print(w io.Writer) error {
 	}
 	return nil
 }
+
+//go:embed roles.sql
+var rolesSQL string
+
+// Roles creates the group roles outbox_writer, outbox_operator and
+// outbox_relay when they are missing and grants each what its job needs
+// (roles.sql), in one transaction under the migration lock. Run it after
+// Up; it is idempotent.
+func Roles(ctx context.Context, db DB) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning the roles' grants: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, lockKey); err != nil {
+		return fmt.Errorf("taking migration lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, rolesSQL); err != nil {
+		return fmt.Errorf("creating the outbox roles and their grants (roles.sql; creating a role needs CREATEROLE, "+
+			"or create outbox_writer, outbox_operator and outbox_relay beforehand; --roles=false skips this): %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing the roles' grants: %w", err)
+	}
+	return nil
+}
+
+// PrintRoles writes roles.sql, for teams that manage roles themselves.
+func PrintRoles(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "\n-- outbox roles and grants\nBEGIN;\n%s\nCOMMIT;\n", rolesSQL)
+	return err
+}

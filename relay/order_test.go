@@ -10,7 +10,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
-	"github.com/outbox-relay/outbox-relay/migrations"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -238,9 +237,7 @@ func failoverPair(t *testing.T) (*testBundle, func() *testBundle) {
 	t.Helper()
 	ctx := context.Background()
 	primary := pgtest.Cluster(t, nil)
-	if _, err := migrations.Up(ctx, pgtest.Pool(t, primary)); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.Migrate(t, primary)
 	standbyURL, _, promote := pgtest.Standby(t, primary)
 	pool := pgtest.Pool(t, primary) // Standby restarted the primary: a pool of its own
 	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))

@@ -100,6 +100,7 @@ type poller struct {
 	recheck   time.Time
 	rechecked time.Time
 	paused    bool // the sweep waits for the stream to catch up
+	horizon   store.Horizon
 	// mappedAt and mappedRecheck are the two passes' cursors in each of
 	// the mapped tables (mapped_walk.go).
 	mappedAt, mappedRecheck []store.BackfillCursor
@@ -244,7 +245,7 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 	if running, err := p.store.BackfillRunning(ctx); running || err != nil {
 		return 0, err
 	}
-	upper, recheckUpper, err := p.store.SweepHorizon(ctx, p.cfg.GapGrace, p.cfg.GapRecheck)
+	upper, recheckUpper, err := p.horizon.Look(ctx, p.store, p.cfg.GapGrace, p.cfg.GapRecheck)
 	if err != nil {
 		return 0, err
 	}

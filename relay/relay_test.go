@@ -41,7 +41,7 @@ func setup(t *testing.T, opts ...kfake.Opt) *testBundle {
 
 func (b *testBundle) config(t *testing.T) relay.Config {
 	return relay.Config{
-		DatabaseURL: b.dbURL,
+		DatabaseURL: pgtest.RelayURL(b.dbURL), // least privilege: the relay is not superuser
 		Slot:        b.slot,
 		Kafka:       relay.KafkaConfig{Brokers: b.brokers, MetadataRetries: 1},
 		Logger:      zaptest.NewLogger(t),

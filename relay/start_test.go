@@ -16,7 +16,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
-	"github.com/outbox-relay/outbox-relay/migrations"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -144,10 +143,8 @@ func TestStart_AnInvalidatedSlotStopsTheRelayOrIsCreatedAgainAndBackfilled(t *te
 	// A server of its own: a low max_slot_wal_keep_size would invalidate the
 	// slots of other tests. 1 MB WAL segments keep it quick.
 	dbURL := pgtest.Cluster(t, []string{"--wal-segsize=1"}, "max_slot_wal_keep_size=1MB", "min_wal_size=2MB", "max_wal_size=4MB")
+	pgtest.Migrate(t, dbURL)
 	pool := pgtest.Pool(t, dbURL)
-	if _, err := migrations.Up(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
 	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
 	b := &testBundle{dbURL: dbURL, slot: "invalidated", pool: pool, cluster: c, brokers: c.ListenAddrs()}
 	cfg := b.config(t)
@@ -245,10 +242,8 @@ func TestStart_ASlotInvalidatedForIdlingIsNamedAndCreatedAgain(t *testing.T) {
 		t.Skipf("idle_replication_slot_timeout is PostgreSQL 18's; this is %d", major)
 	}
 	dbURL := pgtest.Cluster(t, nil, "idle_replication_slot_timeout=1s")
+	pgtest.Migrate(t, dbURL)
 	pool := pgtest.Pool(t, dbURL)
-	if _, err := migrations.Up(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
 	c := kafkatest.Cluster(t, kfake.SeedTopics(3, "orders"))
 	b := &testBundle{dbURL: dbURL, slot: "idled", pool: pool, cluster: c, brokers: c.ListenAddrs()}
 	cfg := b.config(t)

@@ -29,7 +29,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs.String(&tablesConfig, "tables-config", "", "also add the tables this --tables-config file maps to the publication (run's flag)")
 	fs.String(&debeziumConfig, "debezium-config", "", "also add the tables of this Debezium connector configuration to the publication (run's flag)")
 	fs.String(&publication, "publication", cdc.PublicationDefault, "the relay's publication, for mapped tables")
-	orderColumns := true
+	roles, orderColumns := true, true
+	fs.Bool(&roles, "roles", true, "create the group roles outbox_writer, outbox_operator and outbox_relay when missing, "+
+		"and grant each what its job needs (and outbox_relay SELECT on mapped tables); false: manage roles yourself")
 	fs.Bool(&orderColumns, "order-columns", true, "give mapped tables the order columns outbox_created_at and outbox_seq (no table rewrite), "+
 		"which the backfill of a new slot, the gap sweep and --mode poll need; false: stream only")
 	fs.Shared("tables-config", "debezium-config", "publication")
@@ -48,7 +50,12 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		if err := migrations.Print(stdout); err != nil {
 			return err
 		}
-		return printMapped(stdout, publication, mapped, orderColumns)
+		if roles {
+			if err := migrations.PrintRoles(stdout); err != nil {
+				return err
+			}
+		}
+		return printMapped(stdout, publication, mapped, mappedSetup{roles: roles, orderColumns: orderColumns})
 	}
 	if dbURL == "" {
 		return flagenv.Usagef("--database-url is required (or OUTBOX_DATABASE_URL)")
@@ -70,11 +77,21 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return err
 	}
+	if roles {
+		if err := migrations.Roles(ctx, conn); err != nil {
+			return err
+		}
+	}
 	for _, t := range mapped {
 		if _, err := conn.Exec(ctx, t.PublicationSQL(publication)); err != nil {
 			return fmt.Errorf("%w: adding %s to publication %s: %w", cdc.ErrSetup, t.QualifiedName(), publication, pgdial.Explain(err))
 		}
 		fmt.Fprintf(stdout, "mapped table %s is in publication %s\n", t.QualifiedName(), publication)
+		if roles {
+			if _, err := conn.Exec(ctx, t.GrantSQL()); err != nil {
+				return fmt.Errorf("%w: %s: %w", cdc.ErrSetup, t.GrantSQL(), pgdial.Explain(err))
+			}
+		}
 		if orderColumns {
 			if err := addOrderColumns(ctx, conn, t); err != nil {
 				return err
@@ -87,18 +104,28 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	} else {
 		fmt.Fprintf(stdout, "applied migrations %v; outbox schema is at version %d\n", applied, migrations.Latest())
 	}
+	if roles {
+		fmt.Fprintln(stdout, "roles outbox_writer, outbox_operator and outbox_relay have their grants")
+	}
 	warnWalLevel(ctx, conn, stderr)
 	return nil
 }
 
+// mappedSetup says what migrate does to mapped tables besides adding them
+// to the publication.
+type mappedSetup struct {
+	roles        bool // grant outbox_relay SELECT
+	orderColumns bool // add the order columns
+}
+
 // printMapped prints what a mapped table needs: its place in the
-// publication and, with orderColumns, its order columns.
-func printMapped(w io.Writer, publication string, tables []*mapping.Table, orderColumns bool) error {
+// publication and, as set, its grant and its order columns.
+func printMapped(w io.Writer, publication string, tables []*mapping.Table, set mappedSetup) error {
 	if len(tables) == 0 {
 		return nil
 	}
 	_, err := fmt.Fprintf(w, "\n-- Mapped tables: the relay streams them through publication %s.\n", publication)
-	if err == nil && orderColumns {
+	if err == nil && set.orderColumns {
 		_, err = fmt.Fprintf(w, "-- Their order columns, for the backfill of a new slot, the gap sweep and --mode poll:\n"+
 			"-- added without a table rewrite; the index is built CONCURRENTLY (run it outside a transaction).\n"+
 			"-- Nothing else is added to them (no trigger) and the relay never writes to them.\n")
@@ -107,7 +134,10 @@ func printMapped(w io.Writer, publication string, tables []*mapping.Table, order
 		if err == nil {
 			_, err = fmt.Fprintf(w, "%s\n", t.PublicationSQL(publication))
 		}
-		if orderColumns && err == nil {
+		if set.roles && err == nil {
+			_, err = fmt.Fprintf(w, "%s\n", t.GrantSQL())
+		}
+		if set.orderColumns && err == nil {
 			_, err = fmt.Fprintf(w, "%s\n", strings.Join(t.OrderSQL(), "\n"))
 		}
 	}

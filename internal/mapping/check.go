@@ -134,6 +134,12 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 	return problems, published, nil
 }
 
+// GrantSQL gives the relay's group role what it needs on t: SELECT, for
+// the backfill, the gap sweep and poll mode (the stream needs nothing).
+func (t *Table) GrantSQL() string {
+	return fmt.Sprintf("GRANT SELECT ON %s TO outbox_relay;", t.Ident())
+}
+
 // option names the configuration option behind a use of a column.
 func (t *Table) option(use string) string {
 	if o := t.Options[use]; o != "" {

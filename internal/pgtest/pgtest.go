@@ -71,7 +71,9 @@ func migratedTemplate(t testing.TB) string {
 			templateErr = err
 			return
 		}
-		_, templateErr = migrations.Up(ctx, tc)
+		if _, templateErr = migrations.Up(ctx, tc); templateErr == nil {
+			templateErr = relayRole(ctx, tc)
+		}
 		tc.Close(ctx)
 		templateName = name
 	})
@@ -79,6 +81,40 @@ func migratedTemplate(t testing.TB) string {
 		t.Fatalf("creating migrated template database: %v", templateErr)
 	}
 	return templateName
+}
+
+// RelayRole is the login role tests run the relay as: REPLICATION and a
+// member of outbox_relay, nothing more (not superuser, not the owner of the
+// outbox).
+const RelayRole = "outbox_test_relay"
+
+// relayRole gives db's cluster the outbox roles (migrations.Roles) and
+// RelayRole, unless it has them.
+func relayRole(ctx context.Context, db *pgx.Conn) error {
+	if err := migrations.Roles(ctx, db); err != nil {
+		return err
+	}
+	_, err := db.Exec(ctx, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '`+RelayRole+`') THEN
+			CREATE ROLE `+RelayRole+` LOGIN REPLICATION IN ROLE outbox_relay;
+		END IF;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; -- another test process made it
+	END $$`)
+	if err != nil {
+		return fmt.Errorf("creating role %s: %w", RelayRole, err)
+	}
+	return nil
+}
+
+// RelayURL is dbURL with RelayRole as its user: the relay's least
+// privilege.
+func RelayURL(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	u.User = url.User(RelayRole)
+	return u.String()
 }
 
 func newDB(t testing.TB, template string) string {
@@ -146,6 +182,24 @@ func Migrated(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
 	dbURL := newDB(t, migratedTemplate(t))
 	return dbURL, Pool(t, dbURL)
+}
+
+// Migrate applies the outbox schema to dbURL's database, of a cluster the
+// test started (Cluster), with the outbox roles and RelayRole.
+func Migrate(t testing.TB, dbURL string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := migrations.Up(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if err := relayRole(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Pool opens a pool closed when the test ends.

@@ -209,17 +209,6 @@ func (s *Store) RescueStuck(ctx context.Context, threshold time.Duration, limit,
 	}, rescueStuckSQL, threshold.Milliseconds(), limit, maxAttempts, s.now())
 }
 
-// SweepHorizon is how far the gap sweep may walk now: grace ago (and, for
-// the recheck pass, recheck ago), never past the oldest open transaction.
-func (s *Store) SweepHorizon(ctx context.Context, grace, recheck time.Duration) (upper, recheckUpper time.Time, err error) {
-	err = s.db.QueryRow(ctx, sweepHorizonSQL, grace.Milliseconds(), recheck.Milliseconds(), s.now()).
-		Scan(&upper, &recheckUpper)
-	if err != nil {
-		return upper, recheckUpper, fmt.Errorf("gap sweep horizon: %w", err)
-	}
-	return upper, recheckUpper, nil
-}
-
 // Sweep gives up to limit events created in [from, upper) without a status
 // row a PENDING row, due now, with maxAttempts (unless the event has its
 // own) and policy. It returns how many it found, the latest created_at

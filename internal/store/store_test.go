@@ -105,7 +105,8 @@ func TestStore_GapSweepTakesOnlyEventsOlderThanTheGrace(t *testing.T) {
 		clock time.Time
 		want  int
 	}{{now.Add(4 * time.Minute), 0}, {now.Add(6 * time.Minute), 3}} {
-		upper, _, err := st.WithClock(at(tc.clock)).SweepHorizon(ctx, 5*time.Minute, 0)
+		var h store.Horizon
+		upper, _, err := h.Look(ctx, st.WithClock(at(tc.clock)), 5*time.Minute, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

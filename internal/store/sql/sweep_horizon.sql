@@ -1,21 +1,27 @@
--- How far the gap sweep may walk: the grace window ($1 ms) ago, and never
--- past the start of the oldest transaction open in this database.
--- created_at defaults to now(), the transaction's start, so an open
--- transaction (even one that has not written yet) may still commit events
--- older than anything swept so far. 10 ms cover the gap between a
--- transaction taking its start time and reporting it. The second column is
--- the same with the recheck delay ($2 ms) instead of the grace. $3: now.
+-- What bounds the gap sweep's horizon (horizon.go): the time of this
+-- statement (the clock $1, or now()), the server's now() (the sample's own
+-- time), the oldest prepared transaction's prepare time, and the
+-- transactions open in this database other than this session's, each with
+-- its virtual transaction id and its start when this role may see it.
+--
+-- Every transaction holds a lock on its own virtual transaction id from its
+-- start, even before it writes, and pg_locks and the pid and database of
+-- every pg_stat_activity row are readable by any role; xact_start of
+-- another role's session is NULL unless the role is superuser or in
+-- pg_read_all_stats. Sessions without a user (autovacuum, background
+-- workers) are left out, as are, when visible, backends other than clients:
+-- they never write events.
 --
 -- It must run in its own statement, before the sweep's: a sweep that read
--- pg_stat_activity after taking its snapshot could miss a transaction that
--- committed in between (gone from pg_stat_activity, invisible to the
--- snapshot) and walk past its events for good.
-WITH open AS (
-    SELECT least(coalesce((SELECT min(xact_start) FROM pg_stat_activity
-                           WHERE xact_start IS NOT NULL AND backend_type = 'client backend'
-                             AND datname = current_database() AND pid <> pg_backend_pid()), 'infinity'),
-                 coalesce((SELECT min(prepared) FROM pg_prepared_xacts), 'infinity')) AS oldest
-)
-SELECT least(coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond', oldest) - interval '10 milliseconds',
-       least(coalesce($3::timestamptz, now()) - $2 * interval '1 millisecond', oldest) - interval '10 milliseconds'
-FROM open
+-- the open transactions after taking its snapshot could miss one that
+-- committed in between (gone from pg_locks, invisible to the snapshot) and
+-- walk past its events for good.
+SELECT coalesce($1::timestamptz, now()), now(),
+       coalesce((SELECT min(prepared) FROM pg_prepared_xacts), 'infinity'),
+       coalesce(array_agg(l.virtualxid ORDER BY l.virtualxid), '{}'),
+       coalesce(array_agg(a.xact_start ORDER BY l.virtualxid), '{}')
+FROM pg_locks l
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'virtualxid' AND l.granted AND a.pid <> pg_backend_pid()
+  AND a.datname = current_database() AND a.usesysid IS NOT NULL
+  AND coalesce(a.backend_type = 'client backend', true)
