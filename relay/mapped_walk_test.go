@@ -35,7 +35,7 @@ func (b *testBundle) orderedTable(t *testing.T) []*mapping.Table {
 	for _, stmt := range tables[0].OrderSQL() {
 		b.exec(t, stmt)
 	}
-	return tables
+	return b.mapped(t, tables)
 }
 
 // writeMapped writes rows with seq from .. from+n-1 to public.app_outbox,

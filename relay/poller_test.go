@@ -32,7 +32,8 @@ func TestPoller_TwoRelaysNeverClaimTheSameRowAtOnce(t *testing.T) {
 	const n = 3000
 
 	// Record every claim: a trigger notes which instance took which row.
-	b.exec(t, `CREATE TABLE claims (event_id uuid, instance text, at timestamptz DEFAULT clock_timestamp())`)
+	b.exec(t, `CREATE TABLE claims (event_id uuid, instance text, at timestamptz DEFAULT clock_timestamp());
+		GRANT INSERT ON claims TO outbox_relay`) // the trigger runs as the relay
 	b.exec(t, `CREATE FUNCTION note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF NEW.status = 'PROCESSING' AND OLD.status <> 'PROCESSING' THEN

@@ -35,13 +35,17 @@ const horizonMargin = 10 * time.Millisecond
 // ago, and recheck ago (the recheck pass), each bounded by the oldest open
 // transaction's start. Call it before every sweep, in its own statement.
 func (h *Horizon) Look(ctx context.Context, s *Store, grace, recheck time.Duration) (upper, recheckUpper time.Time, err error) {
-	var now, server, prepared time.Time
+	var now, server time.Time
+	var prepared pgtype.Timestamptz // NULL: none
 	var vxids []string
 	var starts []pgtype.Timestamptz
 	if err := s.db.QueryRow(ctx, sweepHorizonSQL, s.now()).Scan(&now, &server, &prepared, &vxids, &starts); err != nil {
 		return upper, recheckUpper, fmt.Errorf("gap sweep horizon: %w", err)
 	}
-	oldest := prepared
+	oldest := now
+	if prepared.Valid {
+		oldest = prepared.Time
+	}
 	since := make(map[string]time.Time, len(vxids))
 	for i, v := range vxids {
 		start, seen := h.since[v]

@@ -17,7 +17,7 @@
 -- committed in between (gone from pg_locks, invisible to the snapshot) and
 -- walk past its events for good.
 SELECT coalesce($1::timestamptz, now()), now(),
-       coalesce((SELECT min(prepared) FROM pg_prepared_xacts), 'infinity'),
+       (SELECT min(prepared) FROM pg_prepared_xacts),
        coalesce(array_agg(l.virtualxid ORDER BY l.virtualxid), '{}'),
        coalesce(array_agg(a.xact_start ORDER BY l.virtualxid), '{}')
 FROM pg_locks l

@@ -1,0 +1,119 @@
+package migrations_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/migrations"
+)
+
+// loginAs creates a login role that is a member of group (dropped when the
+// test ends) and returns a connection to dbURL as it.
+func loginAs(t *testing.T, dbURL, group string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	admin := pgtest.Pool(t, dbURL)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := group + "_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+name+" LOGIN IN ROLE "+group); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP OWNED BY "+name+"; DROP ROLE "+name) })
+	u, _ := url.Parse(dbURL)
+	u.User = url.User(name)
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// may runs sql as conn's role and reports whether PostgreSQL allowed it:
+// refused is SQLSTATE 42501 (insufficient privilege, or not the owner).
+func may(t *testing.T, conn *pgx.Conn, sql string) bool {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
+	_, err = tx.Exec(ctx, sql)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &pgErr) && pgErr.Code == "42501":
+		return false
+	}
+	t.Fatalf("%s: %v (want success or insufficient privilege)", sql, err)
+	return false
+}
+
+func TestRoles_EachRoleCanDoItsJobAndNothingElse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL, pool := pgtest.Migrated(t) // migrated with the roles (pgtest runs migrations.Roles)
+	if err := migrations.Roles(ctx, pool); err != nil {
+		t.Fatalf("Roles again: %v", err) // idempotent
+	}
+	var event string
+	if err := pool.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{}') RETURNING id::text`).
+		Scan(&event); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error)
+		VALUES ($1, 'FAILED', 1, 'REJECTED', 'no')`, event); err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"a": 1}') RETURNING id`
+	resend := `SELECT outbox.resend('` + event + `')`
+	cases := []struct {
+		group   string
+		allowed []string
+		refused []string
+	}{
+		{"outbox_writer",
+			[]string{insert},
+			[]string{`UPDATE outbox.deliveries SET status = 'SENT'`, `DELETE FROM outbox.deliveries`,
+				`SELECT * FROM outbox.deliveries`, resend, `SELECT outbox.skip('` + event + `')`,
+				`SELECT payload FROM outbox.events`, `DELETE FROM outbox.events`}},
+		{"outbox_operator",
+			[]string{`SELECT * FROM outbox.failed_events`, `SELECT * FROM outbox.delivery_stats`, `SELECT * FROM outbox.held_keys`,
+				resend, `SELECT outbox.skip('` + event + `')`, `SELECT outbox.resend_failed()`,
+				`SELECT outbox.purge(interval '1 day')`},
+			[]string{insert, `ALTER TABLE outbox.events ADD COLUMN x int`, `CREATE TABLE outbox.x (a int)`,
+				`TRUNCATE outbox.deliveries`}},
+		{"outbox_relay",
+			[]string{`SELECT * FROM outbox.events`, `SELECT * FROM outbox.relayed_events`,
+				`UPDATE outbox.deliveries SET status = 'SENT', attempts = attempts + 1`,
+				`INSERT INTO outbox.slot_backfills (slot_name) VALUES ('s')`, `DELETE FROM outbox.events`},
+			[]string{insert, resend, `ALTER TABLE outbox.events ADD COLUMN x int`, `TRUNCATE outbox.events`,
+				`ALTER PUBLICATION outbox_relay ADD TABLE outbox.deliveries`, `CREATE TABLE outbox.x (a int)`}},
+	}
+	for _, c := range cases {
+		t.Run(c.group, func(t *testing.T) {
+			conn := loginAs(t, dbURL, c.group)
+			for _, sql := range c.allowed {
+				if !may(t, conn, sql) {
+					t.Errorf("%s may not: %s", c.group, sql)
+				}
+			}
+			for _, sql := range c.refused {
+				if may(t, conn, sql) {
+					t.Errorf("%s may: %s", c.group, sql)
+				}
+			}
+		})
+	}
+}
