@@ -18,7 +18,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
-	"github.com/outbox-relay/outbox-relay/migrations"
 )
 
 // failoverPair is a primary and a physical standby that synchronizes the
@@ -41,9 +40,7 @@ func newFailoverPair(t *testing.T, primarySettings []string, standbySettings ...
 	}
 	ctx := context.Background()
 	primaryURL := pgtest.Cluster(t, nil, primarySettings...)
-	if _, err := migrations.Up(ctx, pgtest.Pool(t, primaryURL)); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.Migrate(t, primaryURL)
 	f := &failoverPair{primaryURL: primaryURL}
 	for i, set := range standbySettings {
 		if set == "primary_conninfo=PROXY" { // the standby replicates through a proxy of the test's

@@ -212,7 +212,7 @@ func kafkaOn(t *testing.T, port int, topics string, more ...string) *proc {
 func (e *env) startRelay(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	return start(t, "outbox-relay", append([]string{"run", "--log-format", "console"}, extra...),
-		"OUTBOX_DATABASE_URL="+e.dbURL, "OUTBOX_KAFKA_BROKERS="+e.brokers, "OUTBOX_SLOT="+e.slot,
+		"OUTBOX_DATABASE_URL="+pgtest.RelayURL(e.dbURL), "OUTBOX_KAFKA_BROKERS="+e.brokers, "OUTBOX_SLOT="+e.slot,
 		"OUTBOX_KAFKA_METADATA_RETRIES=1")
 }
 

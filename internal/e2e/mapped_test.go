@@ -56,6 +56,11 @@ func TestCrash_SIGKILLWhileRelayingADebeziumTableWhoseRowsAreDeletedLosesNothing
 	if err := os.WriteFile(file, []byte(debeziumConnector), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// As a team does: migrate (as the schema's owner) publishes the table
+	// and grants the relay's role; the relay runs with least privilege.
+	if out, code := runBin(t, "outbox-relay", []string{"migrate", "--debezium-config", file}, "OUTBOX_DATABASE_URL="+e.dbURL); code != 0 {
+		t.Fatalf("migrate: exit %d\n%s", code, out)
+	}
 	stop := make(chan struct{})
 	relayProc := e.relay(t, "--debezium-config", file)
 	written := deletingWriter(t, e, stop, 10000)

@@ -14,7 +14,7 @@ func TestTwoPollingProcesses_NeverClaimTheSameRowAtOnce(t *testing.T) {
 	e := newEnv(t, "orders:3")
 	const n = 5000
 	for _, sql := range []string{
-		`CREATE TABLE claims (event_id uuid, instance text)`,
+		`CREATE TABLE claims (event_id uuid, instance text)`, `GRANT INSERT ON claims TO outbox_relay`, // the trigger runs as the relay
 		`CREATE FUNCTION note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
 		 BEGIN
 		   IF NEW.status = 'PROCESSING' AND OLD.status <> 'PROCESSING' THEN
@@ -34,7 +34,7 @@ func TestTwoPollingProcesses_NeverClaimTheSameRowAtOnce(t *testing.T) {
 	}
 	for _, name := range []string{"poller-a", "poller-b"} {
 		start(t, "outbox-relay", []string{"run", "--mode", "poll", "--instance-id", name, "--poll-batch-size", "200"},
-			"OUTBOX_DATABASE_URL="+e.dbURL, "OUTBOX_KAFKA_BROKERS="+e.brokers)
+			"OUTBOX_DATABASE_URL="+pgtest.RelayURL(e.dbURL), "OUTBOX_KAFKA_BROKERS="+e.brokers)
 	}
 	pgtest.Eventually(t, 60*time.Second, "every event SENT", func() (bool, string) {
 		got := e.count(t, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
