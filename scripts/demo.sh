@@ -41,8 +41,15 @@ export OUTBOX_METRICS_ADDR="127.0.0.1:$METRICS_PORT"
 log "outbox-relay migrate"
 "$WORK/outbox-relay" migrate
 
-log "outbox-relay run (logs in $WORK/relay.log)"
-"$WORK/outbox-relay" run --log-format console 2>"$WORK/relay.log" &
+# The relay runs with least privilege: a login role with REPLICATION in
+# the group role outbox_relay that migrate created (README: Roles).
+psql -Xq "$DATABASE_URL" -c "DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'outbox_demo_relay') THEN
+    CREATE ROLE outbox_demo_relay LOGIN REPLICATION IN ROLE outbox_relay;
+  END IF; END \$\$"
+log "outbox-relay run as role outbox_demo_relay (logs in $WORK/relay.log)"
+OUTBOX_DATABASE_URL="${DATABASE_URL/postgres@/outbox_demo_relay@}" \
+  "$WORK/outbox-relay" run --log-format console 2>"$WORK/relay.log" &
 RELAY_PID=$!
 wait_for "the relay to stream" 30 bash -c \
   "[ \"\$(psql -XAtq \"$DATABASE_URL\" -c \"SELECT count(*) FROM pg_stat_replication WHERE application_name = 'outbox-relay' AND state = 'streaming'\")\" = 1 ]"
