@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -188,4 +189,50 @@ func newKgo(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+func TestTopics_AnEventForATopicNotAllowedFailsNamingTheRuleAndTheStreamGoesOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders", "billing.invoice", "audit"))
+	cfg := b.config(t)
+	cfg.Kafka.Topics = []string{"orders", "billing.*"}
+	srv, _ := b.serveMetrics(t, cfg)
+	b.waitStreaming(t, cfg)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES
+		('orders', 'k', '{"n": 1}'), ('audit', 'k', '{"n": 2}'), ('__consumer_offsets', 'k', '{"n": 3}'),
+		('billing.invoice', 'k', '{"n": 4}'), ('orders', 'k', '{"n": 5}')`)
+	b.waitStatus(t, "SENT", 3, 30*time.Second)
+	b.waitStatus(t, "FAILED", 2, 30*time.Second)
+	rows, err := b.pool.Query(context.Background(), `SELECT e.topic, d.failure_reason, d.last_error
+		FROM outbox.deliveries d JOIN outbox.events e ON e.id = d.event_id WHERE d.status = 'FAILED' ORDER BY e.topic`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type failed struct{ topic, reason, lastError string }
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (f failed, err error) {
+		err = r.Scan(&f.topic, &f.reason, &f.lastError)
+		return f, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []failed{
+		{"__consumer_offsets", "TOPIC_NOT_ALLOWED", `topic "__consumer_offsets" is a Kafka internal topic`},
+		{"audit", "TOPIC_NOT_ALLOWED", `topic "audit" is not allowed: --topics allows orders, billing.*`},
+	}
+	for i, w := range want {
+		if i >= len(got) || got[i].topic != w.topic || got[i].reason != w.reason || !strings.Contains(got[i].lastError, w.lastError) {
+			t.Errorf("FAILED rows %+v, want %+v", got, want)
+			break
+		}
+	}
+	if recs := kafkatest.Consume(t, b.brokers, 0, 10*time.Second, "audit"); len(recs) != 0 {
+		t.Errorf("%d records reached the topic not allowed", len(recs))
+	}
+	pgtest.Eventually(t, 10*time.Second, "refusals counted by topic", func() (bool, string) {
+		m := scrape(t, srv)
+		a, c := m[`outbox_relay_events_failed_total{reason="TOPIC_NOT_ALLOWED",topic="audit"}`],
+			m[`outbox_relay_events_failed_total{reason="TOPIC_NOT_ALLOWED",topic="__consumer_offsets"}`]
+		return a == 1 && c == 1, fmt.Sprintf("audit %v, __consumer_offsets %v", a, c)
+	})
 }

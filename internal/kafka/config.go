@@ -70,6 +70,10 @@ type Config struct {
 	// for brokers that require mutual TLS; both or neither.
 	TLSCertFile string
 	TLSKeyFile  string
+
+	// Topics is the allowlist of topics (--topics): names and patterns.
+	// Empty: every topic but Kafka's internal ones.
+	Topics []string
 }
 
 func (k Config) withDefaults() Config {
@@ -96,6 +100,9 @@ func (k Config) Sarama() (*sarama.Config, error) {
 		if !strings.Contains(b, ":") {
 			return nil, fmt.Errorf("--kafka-brokers: %q is not host:port", b)
 		}
+	}
+	if _, err := NewAllowlist(k.Topics); err != nil {
+		return nil, err
 	}
 	noSaramaMetrics()
 	c := sarama.NewConfig()

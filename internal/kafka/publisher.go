@@ -99,6 +99,10 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, error) 
 	if err != nil {
 		return nil, err
 	}
+	allow, err := NewAllowlist(cfg.Topics)
+	if err != nil {
+		return nil, err
+	}
 	d := &dialer{cfg: cfg.withDefaults(), sc: sc}
 	producer, err := connectWithin(ctx, d.producer)
 	switch {
@@ -111,6 +115,7 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, error) 
 			zap.Error(err))
 	}
 	p := newPublisher(producer, d.producer, d.partitions, retry.Reconnect(200*time.Millisecond, 30*time.Second), log)
+	p.topics.allow = allow
 	p.dial = d
 	p.lastErr = err
 	if err == nil {

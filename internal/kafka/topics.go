@@ -15,6 +15,7 @@ const badTopicTTL = 5 * time.Second
 // per-topic breaker, whose "circuit breaker is open" cannot be told apart
 // from a cluster outage, and would pause every other event.
 type topicChecker struct {
+	allow  *Allowlist // nil: every topic but internal ones
 	lookup func(string) ([]int32, error)
 	mu     sync.Mutex
 	bad    map[string]badTopic
@@ -30,6 +31,9 @@ type badTopic struct {
 // event can be delivered to, or a nil error. Unavailability is not decided
 // here: the send finds it.
 func (c *topicChecker) check(topic string) (string, error) {
+	if err := c.allow.Check(topic); err != nil {
+		return ReasonTopicNotAllowed, err
+	}
 	c.mu.Lock()
 	b, ok := c.bad[topic]
 	c.mu.Unlock()
