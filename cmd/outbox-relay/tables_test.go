@@ -149,3 +149,24 @@ func TestMigrate_GivesAMappedTableItsOrderColumnsWithoutRewritingIt(t *testing.T
 		}
 	}
 }
+
+func TestSecrets_TheDatabaseURLAndSASLPasswordCanComeFromFiles(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := pgtest.Migrated(t)
+	urlFile := writeFile(t, "db-url", dbURL+"\n")
+	// Every command reads it: an operator command, and migrate.
+	for _, args := range [][]string{{"status"}, {"migrate"}} {
+		out, errOut, code := runCLI(t, env("OUTBOX_DATABASE_URL_FILE", urlFile), args...)
+		if code != 0 {
+			t.Errorf("%v with OUTBOX_DATABASE_URL_FILE: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	// Given twice is a usage error that shows neither.
+	pw := writeFile(t, "sasl", "hunter2\n")
+	_, errOut, code := runCLI(t, env("OUTBOX_DATABASE_URL", dbURL, "OUTBOX_KAFKA_BROKERS", "127.0.0.1:1",
+		"OUTBOX_KAFKA_SASL_PASSWORD", "hunter2"), "run", "--kafka-sasl-password-file", pw)
+	if code != 64 || !strings.Contains(errOut, "--kafka-sasl-password and --kafka-sasl-password-file are both given") ||
+		strings.Contains(errOut, "hunter2") {
+		t.Errorf("a password given twice: exit %d\n%s", code, errOut)
+	}
+}

@@ -38,6 +38,14 @@ type Set struct {
 	withEnv  map[string]bool   // flags that read a variable (an alias may not)
 	errs     []error
 	warnings []string
+	// files are the secrets' --<flag>-file values, by secret flag.
+	files map[string]*secretFile
+}
+
+// secretFile is a secret flag's --<flag>-file: a file holding the value.
+type secretFile struct {
+	path  string
+	value *string
 }
 
 // New returns a Set for a command whose flags read OUTBOX_<FLAG>
@@ -61,7 +69,8 @@ func newSet(cmd, prefix string, getenv func(string) string) *Set {
 		getenv = os.Getenv
 	}
 	s := &Set{FlagSet: flag.NewFlagSet(cmd, flag.ContinueOnError), cmd: cmd, getenv: getenv, prefix: prefix,
-		shared: map[string]bool{}, legacy: map[string]bool{}, fromEnv: map[string]string{}, withEnv: map[string]bool{}}
+		shared: map[string]bool{}, legacy: map[string]bool{}, fromEnv: map[string]string{}, withEnv: map[string]bool{},
+		files: map[string]*secretFile{}}
 	s.FlagSet.SetOutput(io.Discard) // errors and help are written by Parse's caller and Help
 	s.FlagSet.Usage = func() {}
 	return s
@@ -85,7 +94,7 @@ func (s *Set) Env(name string) string {
 // (--database-url: OUTBOX_DATABASE_URL). Call it before defining them.
 func (s *Set) Shared(names ...string) {
 	for _, n := range names {
-		s.shared[n] = true
+		s.shared[n], s.shared[n+"-file"] = true, true
 	}
 }
 
@@ -151,7 +160,9 @@ func (s *Set) String(p *string, name, def, usage string) {
 }
 
 // Secret defines a string flag whose value is a secret (a password):
-// help and errors never show it.
+// help and errors never show it. It also defines --<name>-file (variable
+// <VAR>_FILE): a file holding the value, which keeps it out of process
+// listings and environments.
 func (s *Set) Secret(p *string, name, def, usage string) {
 	s.secret(p, name, def, usage, redact.Secret)
 }
@@ -167,6 +178,32 @@ func (s *Set) secret(p *string, name, def, usage string, hide func(string) strin
 	f := s.Lookup(name)
 	f.DefValue = hide(f.DefValue)
 	f.Value = secretValue{f.Value, hide}
+	file := &secretFile{value: p}
+	s.files[name] = file
+	s.String(&file.path, name+"-file", "", "a file holding --"+name+" (its first line), kept out of process listings")
+}
+
+// readSecretFiles sets each secret given as a file from it; set says
+// which flags the command line gave, and gains the secrets read.
+func (s *Set) readSecretFiles(set map[string]bool) error {
+	for name, f := range s.files {
+		if f.path == "" {
+			continue
+		}
+		if set[name] || s.fromEnv[name] != "" {
+			return Usagef("--%s and --%s-file are both given (or %s and %s): give one", name, name, s.Env(name), s.Env(name+"-file"))
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return Usagef("--%s-file: %v", name, err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if *f.value = strings.TrimSuffix(line, "\r"); *f.value == "" {
+			return Usagef("--%s-file: %s is empty", name, f.path)
+		}
+		set[name] = true
+	}
+	return nil
 }
 
 // secretValue is a flag value that prints redacted.
@@ -318,6 +355,9 @@ func (s *Set) Parse(args []string) error {
 	}
 	set := map[string]bool{}
 	s.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := s.readSecretFiles(set); err != nil {
+		return err
+	}
 	for _, name := range s.required {
 		if other := s.unless[name]; other != "" && (set[other] || s.fromEnv[other] != "") {
 			continue

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +116,51 @@ func TestHelp_ShowsSecretsRedactedAndMarksRequiredFlags(t *testing.T) {
 	}
 	if url != "postgres://relay:s3cret@db/app" || pw != "kafka-s3cret" {
 		t.Errorf("the values themselves must stay whole: %q, %q", url, pw)
+	}
+}
+
+func TestSecretFiles_KeepSecretsOutOfProcessListings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pw := file("pw", "s3cret\n")
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    string // the secret read, or the error's words
+		wantErr bool
+	}{
+		{"FlagFile", []string{"--password-file", pw}, nil, "s3cret", false},
+		{"EnvFile", nil, map[string]string{"OUTBOX_PASSWORD_FILE": pw}, "s3cret", false},
+		{"FirstLineOnly", []string{"--password-file", file("crlf", "p\r\nsecond line\n")}, nil, "p", false},
+		{"BothGiven", []string{"--password", "x", "--password-file", pw}, nil, "--password and --password-file are both given", true},
+		{"BothGivenByEnv", []string{"--password-file", pw}, map[string]string{"OUTBOX_PASSWORD": "x"}, "both given", true},
+		{"Missing", []string{"--password-file", filepath.Join(dir, "nope")}, nil, "--password-file: open", true},
+		{"Empty", []string{"--password-file", file("empty", "\n")}, nil, "is empty", true},
+		{"RequiredSatisfiedByTheFile", []string{"--password-file", pw}, nil, "s3cret", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := flagenv.New("outbox-relay run", func(k string) string { return c.env[k] })
+			var got string
+			s.Secret(&got, "password", "", "a password")
+			s.Required("password")
+			err := s.Parse(c.args)
+			switch {
+			case c.wantErr && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("Parse = %v, want an error saying %q", err, c.want)
+			case c.wantErr && strings.Contains(err.Error(), "s3cret"):
+				t.Fatalf("the error shows the secret: %v", err)
+			case !c.wantErr && (err != nil || got != c.want):
+				t.Fatalf("Parse = %v, secret %q; want %q", err, got, c.want)
+			}
+		})
 	}
 }
