@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -211,5 +212,33 @@ func TestKafka_ANullPayloadIsPublishedAsATombstone(t *testing.T) {
 	r := b.waitFor(t, "00000000-0000-0000-0000-000000000002", "FAILED")
 	if r.reason != relay.ReasonInvalidEvent || !strings.Contains(r.lastError, "a tombstone needs a key") {
 		t.Errorf("a NULL payload with a NULL key: %+v, want FAILED INVALID_EVENT saying a tombstone needs a key", r)
+	}
+}
+
+// The ACLs the README lists are all the relay needs; without any WRITE (and
+// so no producer id for the idempotent producer) it stops at start, exit 2,
+// naming what to grant.
+func TestKafka_TheLeastACLsTheREADMEListsAreEnoughAndNoWriteAtAllStopsTheRelay(t *testing.T) {
+	t.Parallel()
+	allow := func(topic string, op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: topic, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true}
+	}
+	b := setup(t, kfake.SeedTopics(1, "orders"), kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser("SCRAM-SHA-512", "admin", "admin-pw"),
+		kfake.User("SCRAM-SHA-512", "relay", "relay-pw", allow("orders", kmsg.ACLOperationWrite), allow("orders", kmsg.ACLOperationDescribe)),
+		kfake.User("SCRAM-SHA-512", "reader", "reader-pw", allow("orders", kmsg.ACLOperationDescribe)))
+	cfg := b.config(t)
+	cfg.Kafka.SASLMechanism, cfg.Kafka.SASLUser, cfg.Kafka.SASLPassword = "SCRAM-SHA-512", "relay", "relay-pw"
+	b.startRelay(t, cfg)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"n": 1}')`)
+	b.waitStatus(t, "SENT", 1, 30*time.Second)
+
+	cfg = b.config(t)
+	cfg.Slot += "_reader"
+	cfg.Kafka.SASLMechanism, cfg.Kafka.SASLUser, cfg.Kafka.SASLPassword = "SCRAM-SHA-512", "reader", "reader-pw"
+	took, err := runUntilError(t, cfg, 30*time.Second)
+	if !relay.IsSetup(err) || !strings.Contains(fmt.Sprint(err), "User:reader needs WRITE and DESCRIBE") ||
+		!strings.Contains(fmt.Sprint(err), "IDEMPOTENT_WRITE on the cluster") {
+		t.Fatalf("after %s: %v; want a setup error naming the ACLs", took, err)
 	}
 }

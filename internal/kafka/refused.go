@@ -29,6 +29,13 @@ func refused(err error, k Config, sc *sarama.Config) error {
 		return fmt.Errorf("kafka configuration: %w", err)
 	case errors.Is(err, sarama.ErrSASLAuthenticationFailed):
 		return credentialsRefused(k, err)
+	case errors.Is(err, sarama.ErrClusterAuthorizationFailed):
+		// The idempotent producer's InitProducerId: Kafka 3.0 and newer
+		// allow it to a principal with WRITE on any topic, 2.8 asks for
+		// IDEMPOTENT_WRITE on the cluster.
+		return fmt.Errorf("kafka refused the relay a producer id (%w): its principal%s needs WRITE and DESCRIBE on the "+
+			"topics it publishes to (Kafka 3.0 and newer), or IDEMPOTENT_WRITE on the cluster (Kafka 2.8); README: Kafka ACLs",
+			err, principal(k))
 	case errors.As(err, &opErr) && opErr.Op == "remote error" && k.TLSCertFile == "":
 		// A TLS alert from the broker (crypto/tls reports it so).
 		return fmt.Errorf("kafka refused the TLS handshake (%w): the broker requires a client certificate; "+
@@ -47,6 +54,14 @@ func refused(err error, k Config, sc *sarama.Config) error {
 		return credentialsRefused(k, err)
 	}
 	return nil
+}
+
+// principal names the relay's Kafka principal for errors, "" without SASL.
+func principal(k Config) string {
+	if k.SASLUser == "" {
+		return ""
+	}
+	return fmt.Sprintf(" User:%s", k.SASLUser)
 }
 
 func credentialsRefused(k Config, err error) error {
