@@ -268,3 +268,38 @@ func TestStart_ASlotInvalidatedForIdlingIsNamedAndCreatedAgain(t *testing.T) {
 	b.insertTagged(t, "after", 20)
 	b.expectEveryEventOnceOnKafka(t, 60*time.Second)
 }
+
+func TestStart_OverTLSWithVerifyFullEveryConnectionIsEncryptedAndAWrongCAIsASetupError(t *testing.T) {
+	t.Parallel()
+	certs := kafkatest.NewMutualTLS(t) // a CA and a server certificate for 127.0.0.1
+	dbURL := pgtest.TLSCluster(t, certs.ServerCertFile, certs.ServerKeyFile)
+	pgtest.Migrate(t, dbURL)
+	c := kafkatest.Cluster(t, kfake.SeedTopics(1, "orders"))
+	b := &testBundle{dbURL: dbURL, slot: "tls", pool: pgtest.Pool(t, dbURL), cluster: c, brokers: c.ListenAddrs()}
+	verifyFull := func(ca string) string {
+		return strings.Replace(pgtest.RelayURL(dbURL), "sslmode=disable", "sslmode=verify-full&sslrootcert="+ca, 1)
+	}
+
+	cfg := b.config(t)
+	cfg.DatabaseURL = verifyFull(certs.CAFile)
+	b.startRelay(t, cfg)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"n": 1}')`)
+	b.waitStatus(t, "SENT", 1, 30*time.Second)
+	// The stream, the poller and the status writer: all encrypted.
+	plain := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+		WHERE a.usename = $1 AND NOT s.ssl`, pgtest.RelayRole)
+	walsender := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid)
+		WHERE r.usename = $1 AND s.ssl`, pgtest.RelayRole)
+	if plain != 0 || walsender != 1 {
+		t.Errorf("%d connections of the relay in plain text, %d encrypted walsenders; want 0 and 1", plain, walsender)
+	}
+
+	other := kafkatest.NewMutualTLS(t) // another CA, which did not sign the server's certificate
+	cfg = b.config(t)
+	cfg.Slot, cfg.DatabaseURL = "tls_wrong_ca", verifyFull(other.CAFile)
+	took, err := runUntilError(t, cfg, 30*time.Second)
+	t.Logf("a wrong CA: %v", err)
+	if !relay.IsSetup(err) || !strings.Contains(fmt.Sprint(err), "certificate") {
+		t.Fatalf("after %s: %v; want a setup error about the server's certificate", took, err)
+	}
+}

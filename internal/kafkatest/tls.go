@@ -27,6 +27,9 @@ type MutualTLS struct {
 	Client *tls.Config
 	// CAFile, CertFile and KeyFile are the client's PEM files.
 	CAFile, CertFile, KeyFile string
+	// ServerCertFile and ServerKeyFile are the broker's certificate and key
+	// (PEM), for another server on 127.0.0.1 (PostgreSQL).
+	ServerCertFile, ServerKeyFile string
 }
 
 // NewMutualTLS generates the certificates and writes the client's files to
@@ -55,6 +58,13 @@ func NewMutualTLS(t testing.TB) *MutualTLS {
 	writePEM(t, m.CAFile, "CERTIFICATE", caDER)
 	writePEM(t, m.CertFile, "CERTIFICATE", clientDER)
 	writePEM(t, m.KeyFile, "EC PRIVATE KEY", keyDER)
+	serverKeyDER, err := x509.MarshalECPrivateKey(brokerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ServerCertFile, m.ServerKeyFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
+	writePEM(t, m.ServerCertFile, "CERTIFICATE", brokerDER)
+	writePEM(t, m.ServerKeyFile, "EC PRIVATE KEY", serverKeyDER)
 	broker := tls.Certificate{Certificate: [][]byte{brokerDER}, PrivateKey: brokerKey}
 	m.Broker = &tls.Config{Certificates: []tls.Certificate{broker}, ClientAuth: tls.RequireAndVerifyClientCert,
 		ClientCAs: pool, MinVersion: tls.VersionTLS12}

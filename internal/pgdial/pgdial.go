@@ -9,6 +9,8 @@ package pgdial
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -143,9 +145,20 @@ func Explain(err error) error {
 	}
 	who := fmt.Sprintf("user %q, database %q", connErr.Config.User, connErr.Config.Database)
 	if !errors.As(err, &pgErr) {
-		if strings.Contains(err.Error(), "server refused TLS connection") {
+		var (
+			unknown  x509.UnknownAuthorityError
+			hostname x509.HostnameError
+			invalid  x509.CertificateInvalidError
+			verify   *tls.CertificateVerificationError
+		)
+		switch {
+		case strings.Contains(err.Error(), "server refused TLS connection"):
 			return fmt.Errorf("%w (%s): the server does not offer TLS and --database-url requires it (sslmode=require "+
 				"or verify-*); turn ssl on in the server, or set sslmode=prefer or disable", ErrLoginRefused, who)
+		case errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &invalid), errors.As(err, &verify):
+			return fmt.Errorf("%w (%s): PostgreSQL's TLS certificate is not trusted: %w; check sslrootcert in "+
+				"--database-url (the CA that signed the server's certificate) and that the host is the one the "+
+				"certificate names (sslmode=verify-full)", ErrLoginRefused, who, cause(err))
 		}
 		return err
 	}
@@ -161,4 +174,16 @@ func Explain(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (%s): %s (SQLSTATE %s); %s", ErrLoginRefused, who, pgErr.Message, pgErr.Code, hint)
+}
+
+// cause is the innermost error of err's first chain: the certificate's
+// own words, without the connection attempts pgconn wraps around them.
+func cause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }

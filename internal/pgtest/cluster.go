@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -29,6 +30,26 @@ func Cluster(t testing.TB, initdbArgs []string, settings ...string) string {
 	s := newServer(t)
 	s.run(t, "initdb", append([]string{"-D", s.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"}, initdbArgs...)...)
 	url := s.start(t, settings)
+	servers.Store(url, s)
+	return url
+}
+
+// TLSCluster is Cluster with TLS on: the server presents certFile with
+// keyFile (PEM; copied into the server's directory). Connections may still
+// choose plain text; the returned URL does (sslmode=disable).
+func TLSCluster(t testing.TB, certFile, keyFile string, settings ...string) string {
+	t.Helper()
+	s := newServer(t)
+	s.run(t, "initdb", "-D", s.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale")
+	for _, f := range []struct{ from, to string }{{certFile, "server.crt"}, {keyFile, "server.key"}} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// In the data directory, which belongs to the server's user.
+		run(t, withStdin(s.asPG("sh", "-c", fmt.Sprintf("umask 077 && cat > %s/%s", s.data, f.to)), b))
+	}
+	url := s.start(t, append([]string{"ssl=on"}, settings...))
 	servers.Store(url, s)
 	return url
 }
@@ -236,4 +257,10 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// withStdin gives cmd input on its standard input.
+func withStdin(cmd *exec.Cmd, input []byte) *exec.Cmd {
+	cmd.Stdin = bytes.NewReader(input)
+	return cmd
 }
