@@ -1,0 +1,126 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/mapping"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// hostile is text that breaks whatever splices it: quotes of every kind, a
+// statement, newlines, control characters (NUL-free: PostgreSQL text has
+// none), a format verb, and non-ASCII.
+const hostile = "x'); DROP TABLE outbox.deliveries; --\"`$1 %s\n\r\t\x01\x1b[31m\x7f é 🙂\\"
+
+// Hostile input stays data: events whose every field is hostile are
+// published byte-exact or FAILED with a clear reason, and nothing else
+// changes; a mapped table whose schema, table and column names are hostile
+// is relayed as any other.
+func TestHostile_EveryFieldIsDataPublishedExactlyOrFailedWithAReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders", "mapped"))
+	long := strings.Repeat(hostile, 2000) // about 100 kB
+	b.exec(t, `CREATE SCHEMA "we'ird ""schema"""`)
+	b.exec(t, `CREATE TABLE "we'ird ""schema"""."tab;le--
+x" ("id; DROP" text PRIMARY KEY, "Key ""k""" text, "pay load" jsonb, "type'" text)`)
+	tables, err := mapping.ParseTables("t.json", []byte(`{"tables": [{"table": "\"we'ird \"\"schema\"\"\".\"tab;le--\nx\"",
+		"id": "id; DROP", "key": "Key \"k\"", "payload": "pay load", "event_type": "type'", "topic": "mapped"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config(t)
+	cfg.Tables = b.mapped(t, tables)
+	core, logs := observer.New(zap.InfoLevel)
+	cfg.Logger = zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
+	b.startRelay(t, cfg)
+
+	headers, _ := json.Marshal(map[string]string{hostile: long, "plain": hostile})
+	payload, _ := json.Marshal(map[string]string{hostile: long})
+	ctx := context.Background()
+	var sentID, badTopicID string
+	if err := b.pool.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload, headers, event_type)
+		VALUES ('orders', $1, $2, $3, $4) RETURNING id::text`, long, payload, headers, hostile).Scan(&sentID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.pool.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload) VALUES ($1, $2, '{}') RETURNING id::text`,
+		hostile, hostile).Scan(&badTopicID); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `INSERT INTO "we'ird ""schema"""."tab;le--
+x" VALUES ($1, $2, $3, $4)`, hostile, long, payload, hostile)
+
+	// outbox.events: byte-exact.
+	recs := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "orders")
+	if len(recs) != 1 {
+		t.Fatalf("%d records on orders, want 1", len(recs))
+	}
+	var wantPayload string
+	if err := b.pool.QueryRow(ctx, `SELECT payload::text FROM outbox.events WHERE id = $1`, sentID).Scan(&wantPayload); err != nil {
+		t.Fatal(err)
+	}
+	r := recs[0]
+	got := map[string]string{}
+	for _, h := range r.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	if string(r.Key) != long || string(r.Value) != wantPayload || got[hostile] != long || got["plain"] != hostile ||
+		got[kafka.HeaderEventType] != hostile {
+		t.Errorf("the record is not what was written: key equal %v, value equal %v, headers %d", string(r.Key) == long,
+			string(r.Value) == wantPayload, len(r.Headers))
+	}
+	// A topic Kafka cannot have: FAILED, its reason clear.
+	row := b.waitFor(t, badTopicID, "FAILED")
+	if row.reason != relay.ReasonInvalidTopic || !strings.Contains(row.lastError, "topic") {
+		t.Errorf("an impossible topic: %+v", row)
+	}
+	// The mapped table: its row by its hostile id, its record exact.
+	m := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "mapped")
+	if len(m) != 1 || string(m[0].Key) != long || !headerIs(m[0], kafka.HeaderEventType, hostile) {
+		t.Fatalf("the mapped table's record: %d records", len(m))
+	}
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE event_id = outbox.event_id($1, $2) AND status = 'SENT'`,
+		tables[0].QualifiedName(), hostile); n != 1 {
+		t.Errorf("the mapped event's status row by its hostile id: %d", n)
+	}
+
+	// Logs carry it as a field (the encoder quotes it), never in a message.
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "DROP TABLE") {
+			t.Errorf("hostile text in a log message: %q", e.Message)
+		}
+	}
+	if len(logs.FilterField(zap.String("topic", hostile)).All()) == 0 {
+		t.Error("the FAILED event's topic is not logged as a field")
+	}
+
+	// Nothing else changed: the outbox's tables, and exactly three status rows.
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM pg_tables WHERE schemaname = 'outbox'`); n != 5 {
+		t.Errorf("%d tables in schema outbox, want 5", n)
+	}
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries`); n != 3 {
+		t.Errorf("%d status rows, want 3: %s", n, b.statusCounts(t))
+	}
+}
+
+func headerIs(r *kgo.Record, key, value string) bool {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value) == value
+		}
+	}
+	return false
+}
