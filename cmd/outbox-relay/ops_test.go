@@ -12,7 +12,14 @@ import (
 
 // cli runs the command line against dbURL and returns its stdout, stderr
 // and exit code.
+// cli runs commands as an operator does: as a member of outbox_operator,
+// no more.
 func cli(ctx context.Context, dbURL string) func(args ...string) (string, string, int) {
+	return cliAs(ctx, pgtest.OperatorURL(dbURL))
+}
+
+// cliAs runs commands with dbURL as given (migrate: the schema's owner).
+func cliAs(ctx context.Context, dbURL string) func(args ...string) (string, string, int) {
 	return func(args ...string) (string, string, int) {
 		var out, errb bytes.Buffer
 		code := runMain(ctx, args, &out, &errb, env("OUTBOX_DATABASE_URL", dbURL))

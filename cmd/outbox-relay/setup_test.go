@@ -14,7 +14,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
-	"github.com/outbox-relay/outbox-relay/migrations"
 )
 
 func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
@@ -35,39 +34,35 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 			slot := uniqueSlot(t)
 			execSQL(t, otherPool, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 			url, _ := pgtest.Migrated(t)
-			return url, []string{"--slot", slot}
+			return pgtest.RelayURL(url), []string{"--slot", slot}
 		}, []string{"belongs to database", "--slot"}},
 		{"SlotOfAnotherPlugin", func(t *testing.T) (string, []string) {
 			url, pool := pgtest.Migrated(t)
 			slot := uniqueSlot(t)
 			execSQL(t, pool, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, slot)
-			return url, []string{"--slot", slot}
+			return pgtest.RelayURL(url), []string{"--slot", slot}
 		}, []string{"test_decoding", "pgoutput slot"}},
 		{"PublicationWithoutInserts", func(t *testing.T) (string, []string) {
 			url, pool := pgtest.Migrated(t)
 			execSQL(t, pool, `CREATE PUBLICATION updates_only FOR TABLE outbox.events WITH (publish = 'update')`)
-			return url, []string{"--publication", "updates_only"}
+			return pgtest.RelayURL(url), []string{"--publication", "updates_only"}
 		}, []string{"publish inserts", "ALTER PUBLICATION"}},
 		{"SlotFailoverBefore17", func(t *testing.T) (string, []string) {
 			url, _ := pgtest.Migrated(t)
-			return url, []string{"--slot-failover"}
+			return pgtest.RelayURL(url), []string{"--slot-failover"}
 		}, []string{"--slot-failover needs PostgreSQL 17"}},
 		{"WalLevelNotLogical", func(t *testing.T) (string, []string) {
 			url := pgtest.Cluster(t, nil, "wal_level=replica", "max_wal_senders=0")
-			if _, err := migrations.Up(context.Background(), pgtest.Pool(t, url)); err != nil {
-				t.Fatal(err)
-			}
-			return url, nil
+			pgtest.Migrate(t, url)
+			return pgtest.RelayURL(url), nil
 		}, []string{"wal_level", "wal_level=logical"}},
 		{"AllReplicationSlotsTaken", func(t *testing.T) (string, []string) {
 			url := pgtest.Cluster(t, nil, "max_replication_slots=2")
+			pgtest.Migrate(t, url)
 			pool := pgtest.Pool(t, url)
-			if _, err := migrations.Up(context.Background(), pool); err != nil {
-				t.Fatal(err)
-			}
 			execSQL(t, pool, `SELECT pg_create_logical_replication_slot('other_a', 'pgoutput')`)
 			execSQL(t, pool, `SELECT pg_create_logical_replication_slot('other_b', 'test_decoding')`)
-			return url, nil
+			return pgtest.RelayURL(url), nil
 		}, []string{"all replication slots are in use", "max_replication_slots = 2", "other_a (postgres, inactive)", "other_b"}},
 		{"WrongPassword", func(t *testing.T) (string, []string) {
 			url := pgtest.Cluster(t, []string{"--auth-host=scram-sha-256"})

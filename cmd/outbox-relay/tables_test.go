@@ -79,7 +79,7 @@ func TestMigrate_AddsMappedTablesToThePublicationAndPrintsTheStatement(t *testin
 	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
 		"table.include.list": "public.outboxevent", "transforms": "outbox",
 		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`)
-	run := cli(context.Background(), dbURL)
+	run := cliAs(context.Background(), dbURL)
 	for range 2 { // idempotent
 		if out, errOut, code := run("migrate", "--debezium-config", file); code != 0 || !strings.Contains(out, "mapped table public.outboxevent is in publication outbox_relay") {
 			t.Fatalf("migrate: exit %d\n%s%s", code, out, errOut)
@@ -114,7 +114,7 @@ func TestMigrate_GivesAMappedTableItsOrderColumnsWithoutRewritingIt(t *testing.T
 		return pgtest.Count(t, pool, `SELECT pg_relation_filenode('public.outboxevent')::int8`)
 	}
 	before := relfile()
-	run := cli(context.Background(), dbURL)
+	run := cliAs(context.Background(), dbURL)
 	for range 2 { // idempotent
 		if out, errOut, code := run("migrate", "--debezium-config", file); code != 0 ||
 			!strings.Contains(out, "mapped table public.outboxevent has its order columns outbox_created_at, outbox_seq") {
@@ -143,6 +143,8 @@ func TestMigrate_GivesAMappedTableItsOrderColumnsWithoutRewritingIt(t *testing.T
 		`ALTER TABLE "public"."outboxevent" ADD COLUMN IF NOT EXISTS outbox_created_at timestamptz NOT NULL DEFAULT now();`,
 		`ALTER TABLE "public"."outboxevent" ALTER COLUMN outbox_seq SET DEFAULT nextval('"public"."outboxevent_outbox_seq"'::regclass);`,
 		`CREATE INDEX CONCURRENTLY IF NOT EXISTS "outboxevent_outbox_order_idx" ON "public"."outboxevent" (outbox_created_at, outbox_seq);`,
+		`GRANT SELECT ON "public"."outboxevent" TO outbox_relay;`, // the roles, for teams that manage them
+		`ARRAY['outbox_writer', 'outbox_operator', 'outbox_relay']`, `GRANT INSERT, SELECT (id) ON outbox.events TO outbox_writer;`,
 	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("migrate --print: exit %d, lacks %s\n%s", code, want, out)

@@ -83,37 +83,48 @@ func migratedTemplate(t testing.TB) string {
 	return templateName
 }
 
-// RelayRole is the login role tests run the relay as: REPLICATION and a
-// member of outbox_relay, nothing more (not superuser, not the owner of the
-// outbox).
-const RelayRole = "outbox_test_relay"
+// The login roles tests run the relay and the operator commands as, with
+// least privilege: RelayRole has REPLICATION and outbox_relay, OperatorRole
+// outbox_operator; neither is superuser or owns the outbox.
+const (
+	RelayRole    = "outbox_test_relay"
+	OperatorRole = "outbox_test_operator"
+)
 
-// relayRole gives db's cluster the outbox roles (migrations.Roles) and
-// RelayRole, unless it has them.
+// relayRole gives db's cluster the outbox roles (migrations.Roles),
+// RelayRole and OperatorRole, unless it has them.
 func relayRole(ctx context.Context, db *pgx.Conn) error {
 	if err := migrations.Roles(ctx, db); err != nil {
 		return err
 	}
-	_, err := db.Exec(ctx, `DO $$ BEGIN
-		IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '`+RelayRole+`') THEN
-			CREATE ROLE `+RelayRole+` LOGIN REPLICATION IN ROLE outbox_relay;
-		END IF;
-	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; -- another test process made it
-	END $$`)
-	if err != nil {
-		return fmt.Errorf("creating role %s: %w", RelayRole, err)
+	for role, attrs := range map[string]string{RelayRole: "LOGIN REPLICATION IN ROLE outbox_relay",
+		OperatorRole: "LOGIN IN ROLE outbox_operator"} {
+		_, err := db.Exec(ctx, `DO $$ BEGIN
+			IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '`+role+`') THEN
+				CREATE ROLE `+role+` `+attrs+`;
+			END IF;
+		EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; -- another test process made it
+		END $$`)
+		if err != nil {
+			return fmt.Errorf("creating role %s: %w", role, err)
+		}
 	}
 	return nil
 }
 
 // RelayURL is dbURL with RelayRole as its user: the relay's least
 // privilege.
-func RelayURL(dbURL string) string {
+func RelayURL(dbURL string) string { return asUser(dbURL, RelayRole) }
+
+// OperatorURL is dbURL with OperatorRole as its user.
+func OperatorURL(dbURL string) string { return asUser(dbURL, OperatorRole) }
+
+func asUser(dbURL, user string) string {
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		return dbURL
 	}
-	u.User = url.User(RelayRole)
+	u.User = url.User(user)
 	return u.String()
 }
 
