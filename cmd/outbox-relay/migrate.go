@@ -46,16 +46,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if dbURL == "" {
 		dbURL = files.dbURL // a Debezium file's database.* stand in, as for run
 	}
+	set := mappedSetup{roles: roles, orderColumns: orderColumns}
 	if print {
-		if err := migrations.Print(stdout); err != nil {
-			return err
-		}
-		if roles {
-			if err := migrations.PrintRoles(stdout); err != nil {
-				return err
-			}
-		}
-		return printMapped(stdout, publication, mapped, mappedSetup{roles: roles, orderColumns: orderColumns})
+		return printSchema(stdout, publication, mapped, set)
 	}
 	if dbURL == "" {
 		return flagenv.Usagef("--database-url is required (or OUTBOX_DATABASE_URL)")
@@ -82,22 +75,8 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 			return err
 		}
 	}
-	for _, t := range mapped {
-		if _, err := conn.Exec(ctx, t.PublicationSQL(publication)); err != nil {
-			return fmt.Errorf("%w: adding %s to publication %s: %w", cdc.ErrSetup, t.QualifiedName(), publication, pgdial.Explain(err))
-		}
-		fmt.Fprintf(stdout, "mapped table %s is in publication %s\n", t.QualifiedName(), publication)
-		if roles {
-			if _, err := conn.Exec(ctx, t.GrantSQL()); err != nil {
-				return fmt.Errorf("%w: %s: %w", cdc.ErrSetup, t.GrantSQL(), pgdial.Explain(err))
-			}
-		}
-		if orderColumns {
-			if err := addOrderColumns(ctx, conn, t); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "mapped table %s has its order columns %s, %s\n", t.QualifiedName(), mapping.OrderCreatedAt, mapping.OrderSeq)
-		}
+	if err := setUpMapped(ctx, conn, stdout, publication, mapped, set); err != nil {
+		return err
 	}
 	if len(applied) == 0 {
 		fmt.Fprintf(stdout, "outbox schema is up to date (version %d)\n", migrations.Latest())
@@ -108,6 +87,43 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		fmt.Fprintln(stdout, "roles outbox_writer, outbox_operator and outbox_relay have their grants")
 	}
 	warnWalLevel(ctx, conn, stderr)
+	return nil
+}
+
+// printSchema writes what migrate would apply: the migrations, the roles
+// (as set) and what the mapped tables need.
+func printSchema(w io.Writer, publication string, mapped []*mapping.Table, set mappedSetup) error {
+	if err := migrations.Print(w); err != nil {
+		return err
+	}
+	if set.roles {
+		if err := migrations.PrintRoles(w); err != nil {
+			return err
+		}
+	}
+	return printMapped(w, publication, mapped, set)
+}
+
+// setUpMapped adds the mapped tables to publication and, as set, grants
+// outbox_relay SELECT on them and gives them their order columns.
+func setUpMapped(ctx context.Context, conn *pgx.Conn, stdout io.Writer, publication string, mapped []*mapping.Table, set mappedSetup) error {
+	for _, t := range mapped {
+		if _, err := conn.Exec(ctx, t.PublicationSQL(publication)); err != nil {
+			return fmt.Errorf("%w: adding %s to publication %s: %w", cdc.ErrSetup, t.QualifiedName(), publication, pgdial.Explain(err))
+		}
+		fmt.Fprintf(stdout, "mapped table %s is in publication %s\n", t.QualifiedName(), publication)
+		if set.roles {
+			if _, err := conn.Exec(ctx, t.GrantSQL()); err != nil {
+				return fmt.Errorf("%w: %s: %w", cdc.ErrSetup, t.GrantSQL(), pgdial.Explain(err))
+			}
+		}
+		if set.orderColumns {
+			if err := addOrderColumns(ctx, conn, t); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "mapped table %s has its order columns %s, %s\n", t.QualifiedName(), mapping.OrderCreatedAt, mapping.OrderSeq)
+		}
+	}
 	return nil
 }
 

@@ -30,6 +30,30 @@ import (
 // zeroDefault ends the help of a knob whose 0 means its default.
 const zeroDefault = "; 0: the default"
 
+// kafkaFlags defines run's Kafka flags into k.
+func kafkaFlags(fs *flagenv.Set, k *relay.KafkaConfig) {
+	fs.List(&k.Brokers, "kafka-brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
+	fs.List(&k.Topics, "topics", "", "the topics the relay may publish to, comma-separated names and patterns (orders,billing.*); "+
+		"an event for another is FAILED TOPIC_NOT_ALLOWED. Empty: every topic except Kafka's internal ones (__*), which must be named")
+	fs.String(&k.Version, "kafka-version", kafka.VersionDefault, "Kafka protocol version the cluster speaks (2.8.0 or newer)")
+	fs.String(&k.ClientID, "kafka-client-id", kafka.ClientIDDefault, "Kafka client id")
+	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", kafka.MaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE"+zeroDefault)
+	fs.String(&k.Compression, "kafka-compression", kafka.CompressionDefault, "none, gzip, snappy, lz4 or zstd")
+	fs.Duration(&k.Linger, "kafka-linger", 0, "how long the producer waits to fill a batch; 0: it sends at once")
+	fs.Int(&k.MetadataRetries, "kafka-metadata-retries", kafka.MetadataRetriesDefault, "metadata refresh attempts per lookup"+zeroDefault)
+	fs.Duration(&k.DialTimeout, "kafka-dial-timeout", kafka.DialTimeoutDefault, "broker connection timeout"+zeroDefault)
+	fs.Duration(&k.RequestTimeout, "kafka-request-timeout", kafka.RequestTimeoutDefault, "produce request timeout"+zeroDefault)
+	fs.String(&k.Partitioner, "kafka-partitioner", kafka.PartitionerDefault, "partition of a keyed event: murmur2 (the Java client's, Kafka Streams') or fnv1a (sarama's; outbox-relay's placement before murmur2)")
+	fs.String(&k.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: empty (none), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	fs.String(&k.SASLUser, "kafka-sasl-user", "", "SASL user")
+	fs.Secret(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
+	fs.Bool(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
+	fs.String(&k.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of CAs to trust for Kafka TLS (implies --kafka-tls)")
+	fs.Bool(&k.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "do not verify the broker's certificate")
+	fs.String(&k.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate for mutual TLS (with --kafka-tls-key-file; implies --kafka-tls)")
+	fs.String(&k.TLSKeyFile, "kafka-tls-key-file", "", "PEM private key of --kafka-tls-cert-file")
+}
+
 // runFlags parses the run subcommand's flags and environment into a Config.
 func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) string) (relay.Config, runOpts, error) {
 	fs := flagenv.New("outbox-relay run", getenv)
@@ -54,26 +78,7 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	fs.Int(&c.MaxInFlight, "max-in-flight", relay.MaxInFlightDefault, "events read from the slot without a status row yet, at most"+zeroDefault)
 	fs.Int(&c.MaxInFlightBytes, "max-in-flight-bytes", relay.MaxInFlightBytesDefault, "bytes of such events, at most"+zeroDefault)
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", relay.ShutdownTimeoutDefault, "how long a graceful stop may take to drain"+zeroDefault)
-	fs.List(&k.Brokers, "kafka-brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
-	fs.List(&k.Topics, "topics", "", "the topics the relay may publish to, comma-separated names and patterns (orders,billing.*); "+
-		"an event for another is FAILED TOPIC_NOT_ALLOWED. Empty: every topic except Kafka's internal ones (__*), which must be named")
-	fs.String(&k.Version, "kafka-version", kafka.VersionDefault, "Kafka protocol version the cluster speaks (2.8.0 or newer)")
-	fs.String(&k.ClientID, "kafka-client-id", kafka.ClientIDDefault, "Kafka client id")
-	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", kafka.MaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE"+zeroDefault)
-	fs.String(&k.Compression, "kafka-compression", kafka.CompressionDefault, "none, gzip, snappy, lz4 or zstd")
-	fs.Duration(&k.Linger, "kafka-linger", 0, "how long the producer waits to fill a batch; 0: it sends at once")
-	fs.Int(&k.MetadataRetries, "kafka-metadata-retries", kafka.MetadataRetriesDefault, "metadata refresh attempts per lookup"+zeroDefault)
-	fs.Duration(&k.DialTimeout, "kafka-dial-timeout", kafka.DialTimeoutDefault, "broker connection timeout"+zeroDefault)
-	fs.Duration(&k.RequestTimeout, "kafka-request-timeout", kafka.RequestTimeoutDefault, "produce request timeout"+zeroDefault)
-	fs.String(&k.Partitioner, "kafka-partitioner", kafka.PartitionerDefault, "partition of a keyed event: murmur2 (the Java client's, Kafka Streams') or fnv1a (sarama's; outbox-relay's placement before murmur2)")
-	fs.String(&k.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: empty (none), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-	fs.String(&k.SASLUser, "kafka-sasl-user", "", "SASL user")
-	fs.Secret(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
-	fs.Bool(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
-	fs.String(&k.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of CAs to trust for Kafka TLS (implies --kafka-tls)")
-	fs.Bool(&k.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "do not verify the broker's certificate")
-	fs.String(&k.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate for mutual TLS (with --kafka-tls-key-file; implies --kafka-tls)")
-	fs.String(&k.TLSKeyFile, "kafka-tls-key-file", "", "PEM private key of --kafka-tls-cert-file")
+	kafkaFlags(fs, k)
 	fs.String(&c.Mode, "mode", relay.ModeStream, "stream (replication stream, plus the poller for retries and gaps) or poll (the poller alone)")
 	fs.Bool(&c.SlotFailover, "slot-failover", false, "create the slot with FAILOVER so that it survives a failover to a standby (PostgreSQL 17 and newer)")
 	fs.String(&c.OnInvalidSlot, "on-invalid-slot", relay.InvalidSlotRecreate, "when PostgreSQL invalidates the slot: recreate (drop it, create it again and backfill) or exit (code 2, for a person to decide)")
