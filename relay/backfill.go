@@ -214,7 +214,8 @@ func (r *Relay) backfillMapped(ctx context.Context, snap *store.Store) (int64, e
 		if !t.Ordered() {
 			continue
 		}
-		n, _, _, err := pender.walkMapped(ctx, snap, r.store, t, store.BackfillCursor{}, time.Time{}, backfillPage,
+		from := store.BackfillCursor{CreatedAt: r.cfg.mappedFloor(time.Now()), Seq: -1}
+		n, _, _, err := pender.walkMapped(ctx, snap, r.store, t, from, time.Time{}, backfillPage,
 			r.cfg.MaxInFlightBytes/4, false)
 		total += int64(n)
 		r.metrics.Backfilled.Add(float64(n))

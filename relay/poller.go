@@ -133,6 +133,9 @@ type pollerDeps struct {
 	mapped      []*mapping.Table
 	pender      *mappedPender
 	mappedBytes int
+	// mappedFloor: the sweep of mapped tables starts no further back
+	// (Config.mappedFloor).
+	mappedFloor time.Time
 }
 
 // newPoller makes a poller of slot ("" in poll mode).
@@ -147,7 +150,7 @@ func newPoller(cfg PollerConfig, slot string, deps pollerDeps) *poller {
 	p.cursor = p.now().Add(-cfg.GapLookback)
 	p.recheck = p.cursor
 	for range deps.mapped {
-		p.mappedAt = append(p.mappedAt, store.BackfillCursor{CreatedAt: p.cursor, Seq: -1})
+		p.mappedAt = append(p.mappedAt, store.BackfillCursor{CreatedAt: maxTime(p.cursor, deps.mappedFloor), Seq: -1})
 	}
 	p.mappedRecheck = slices.Clone(p.mappedAt)
 	return p
@@ -312,6 +315,13 @@ func (p *poller) waitForStream(ctx context.Context) (bool, error) {
 	}
 	p.paused = false
 	return false, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func minTime(a, b time.Time) time.Time {

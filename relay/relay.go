@@ -248,6 +248,18 @@ func (c Config) Validate() error {
 	return err
 }
 
+// mappedFloor is how far back, from now, the paths that walk a mapped
+// table look (the backfill, the gap sweep): rows older than --retention may
+// have had their status rows deleted by it after they were delivered, and
+// their table keeps them; a row without a status row there is not one the
+// relay missed. Zero: no floor (retention off).
+func (c Config) mappedFloor(now time.Time) time.Time {
+	if c.Retention <= 0 {
+		return time.Time{}
+	}
+	return now.Add(-c.Retention)
+}
+
 // mapped returns the mapped tables other than outbox.events.
 func (c Config) mapped() []*mapping.Table {
 	var out []*mapping.Table
@@ -359,6 +371,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	}
 	if mapped := r.cfg.mapped(); len(mapped) > 0 {
 		deps.mapped, deps.mappedBytes = mapped, r.cfg.MaxInFlightBytes/4
+		deps.mappedFloor = r.cfg.mappedFloor(time.Now())
 		deps.pender = newMappedPender(r.settle, r.metrics, r.cfg.Retry.JSON())
 	}
 	p := newPoller(r.cfg.Poll, slot, deps)
