@@ -16,7 +16,7 @@ import (
 // every command, with arguments that make it valid apart from the database.
 var commandArgs = map[string][]string{
 	"run": nil, "migrate": nil, "failed": nil, "resend": {"--failed"}, "held": nil,
-	"skip": {"--failed"}, "purge": {"--older-than", "7d"}, "status": nil,
+	"skip": {"--failed"}, "purge": {"--older-than", "7d"}, "status": nil, "console": {"--listen", "127.0.0.1:0"},
 }
 
 func runCLI(t *testing.T, getenv func(string) string, args ...string) (stdout, stderr string, code int) {
@@ -46,6 +46,7 @@ func TestCLI_UsageErrorsExit64OnOneLineWithAPointerToHelp(t *testing.T) {
 		{[]string{"skip", "--failed", "00000000-0000-0000-0000-000000000001"}, "not both"},
 		{[]string{"status", "extra"}, `unexpected argument "extra"`},
 		{[]string{"run", "--batch-size", "-1"}, "--batch-size"},
+		{[]string{"console", "--listen", "0.0.0.0:8080"}, "not a loopback address: set --admin-token"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -27,6 +27,7 @@ Usage:
   outbox-relay skip     [flags] ID...   give up on FAILED events (SKIPPED); or --failed [filters]
   outbox-relay purge    [flags]         delete SENT (or FAILED, SKIPPED) events older than --older-than
   outbox-relay status   [flags]         slots, counts by topic and status, FAILED by reason; a running relay's role
+  outbox-relay console  [flags]         the operator console: counts, FAILED events, held keys, resend and skip in a browser
   outbox-relay version
 
 Run 'outbox-relay <command> --help' for a command's arguments and flags.
@@ -53,7 +54,7 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer, 
 
 var commands = map[string]command{
 	"run": runCmd, "migrate": migrateCmd, "failed": failedCmd, "resend": resendCmd, "held": heldCmd,
-	"skip": skipCmd, "purge": purgeCmd, "status": statusCmd,
+	"skip": skipCmd, "purge": purgeCmd, "status": statusCmd, "console": consoleCmd,
 }
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {

@@ -14,6 +14,8 @@ var (
 	failedPageSQL string
 	//go:embed sql/failed_count.sql
 	failedCountSQL string
+	//go:embed sql/resend_if_failed.sql
+	resendIfFailedSQL string
 )
 
 // FailedFilter selects FAILED events; zero fields match anything.
@@ -75,6 +77,15 @@ func (s *Store) Resend(ctx context.Context, eventID string) (ok bool, err error)
 		return false, fmt.Errorf("resending %s: %w", eventID, err)
 	}
 	return ok, nil
+}
+
+// ResendIfFailed resends the event if it is FAILED; status is its status
+// before ("" when it has no status row), which says why it was not.
+func (s *Store) ResendIfFailed(ctx context.Context, eventID string) (resent bool, status string, err error) {
+	if err := s.db.QueryRow(ctx, resendIfFailedSQL, eventID).Scan(&resent, &status); err != nil {
+		return false, "", fmt.Errorf("resending %s: %w", eventID, err)
+	}
+	return resent, status, nil
 }
 
 // ResendFailed resends every FAILED event matching f, through

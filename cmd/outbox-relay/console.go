@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-relay/outbox-relay/internal/console"
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+)
+
+func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := newFlags("console", getenv)
+	fs.Describe("", "", "Serve the operator console: the outbox's counts, FAILED events and held keys in a browser, with\n"+
+		"resend and skip. Needs only the database (the role outbox_operator suffices); the relay need not run.")
+	var dbURL string
+	var cfg console.Config
+	databaseFlag(fs, &dbURL)
+	fs.String(&cfg.Listen, "listen", console.ListenDefault, "address to listen on; an address other than loopback needs --admin-token")
+	fs.Secret(&cfg.AdminToken, "admin-token", "", "token (the password of HTTP basic auth, any user) that may see and change the outbox")
+	fs.Secret(&cfg.ReadToken, "read-token", "", "token that may only see the outbox: no action is shown or accepted")
+	fs.String(&cfg.Prefix, "path-prefix", "", "the path the console is served under behind a reverse proxy, such as /outbox")
+	if err := parse(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return flagenv.Usagef("%v", err)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("--database-url: %w", err)
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	if err := checkSchema(ctx, st); err != nil {
+		return fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
+	}
+	c, err := console.New(st, cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "outbox-relay console on http://%s%s/\n", ln.Addr(), cfg.Prefix)
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown) //nolint:errcheck // stopping
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+// Package console is the operator console: web pages over internal/store
+// (the same statements and SQL functions as the CLI), served by
+// `outbox-relay console`. It needs only the database.
+package console
+
+import (
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/store"
+)
+
+// ListenDefault is where the console listens unless told otherwise:
+// loopback only.
+const ListenDefault = "127.0.0.1:8080"
+
+// Config configures the console.
+type Config struct {
+	// Listen is the address to listen on (ListenDefault when empty).
+	Listen string
+	// ReadToken and AdminToken authenticate requests (HTTP basic auth,
+	// the token as the password, any user name; or a bearer token). The
+	// read-only token shows no action. With neither, only a loopback
+	// address is allowed and every request is admin.
+	ReadToken, AdminToken string
+	// Prefix is the path the console is served under behind a reverse
+	// proxy ("/outbox"); "" for the root.
+	Prefix string
+}
+
+// Validate refuses what would expose the console: a non-loopback address
+// without authentication.
+func (c Config) Validate() error {
+	host, _, err := net.SplitHostPort(c.listen())
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", c.listen(), err)
+	}
+	if c.ReadToken == "" && c.AdminToken == "" && !loopback(host) {
+		return fmt.Errorf("--listen %s is not a loopback address: set --admin-token (and --read-token) so that only "+
+			"operators can see and change the outbox", c.listen())
+	}
+	if c.Prefix != "" && (!strings.HasPrefix(c.Prefix, "/") || strings.HasSuffix(c.Prefix, "/")) {
+		return fmt.Errorf("--path-prefix %q: start it with / and end it without one (/outbox)", c.Prefix)
+	}
+	return nil
+}
+
+func (c Config) listen() string {
+	if c.Listen == "" {
+		return ListenDefault
+	}
+	return c.Listen
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+//go:embed templates/*.html
+var templates embed.FS
+
+// Console serves the pages.
+type Console struct {
+	cfg  Config
+	st   *store.Store
+	tmpl *template.Template
+	now  func() time.Time
+}
+
+// New returns the console of st.
+func New(st *store.Store, cfg Config) (*Console, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tmpl, err := template.New("").Funcs(template.FuncMap{
+		"age": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+	}).ParseFS(templates, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	return &Console{cfg: cfg, st: st, tmpl: tmpl, now: time.Now}, nil
+}
+
+// Handler is the console's HTTP handler: authentication, then the pages;
+// every change is a POST refused across origins.
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", c.overview)
+	mux.HandleFunc("GET /failed", c.failed)
+	mux.HandleFunc("GET /held", c.held)
+	mux.HandleFunc("POST /resend", c.admin(c.resend))
+	mux.HandleFunc("POST /skip", c.admin(c.skip))
+	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	if c.cfg.Prefix != "" {
+		h = http.StripPrefix(c.cfg.Prefix, h)
+	}
+	return c.authenticate(h)
+}
+
+// role is what a request may do.
+type role int
+
+const (
+	roleNone role = iota
+	roleRead
+	roleAdmin
+)
+
+type roleKey struct{}
+
+// roleOf finds the request's role from its token.
+func (c *Console) roleOf(r *http.Request) role {
+	if c.cfg.ReadToken == "" && c.cfg.AdminToken == "" {
+		return roleAdmin // loopback only (Validate)
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		_, token, _ = r.BasicAuth()
+	}
+	switch {
+	case token == "":
+		return roleNone
+	case equal(token, c.cfg.AdminToken):
+		return roleAdmin
+	case equal(token, c.cfg.ReadToken):
+		return roleRead
+	}
+	return roleNone
+}
+
+// equal compares a token with a configured one in constant time; an
+// unset token matches nothing.
+func equal(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func (c *Console) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ro := c.roleOf(r)
+		if ro == roleNone {
+			w.Header().Set("WWW-Authenticate", `Basic realm="outbox-relay console", charset="UTF-8"`)
+			http.Error(w, "a token is needed: the console's read-only or admin token as the password", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withRole(r.Context(), ro)))
+	})
+}
+
+// admin lets only admin requests through.
+func (c *Console) admin(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if roleFrom(r.Context()) != roleAdmin {
+			http.Error(w, "the read-only token cannot change the outbox", http.StatusForbidden)
+			return
+		}
+		next(w, r)
+	}
+}
+
+var errBadID = errors.New("not an event id")

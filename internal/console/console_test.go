@@ -1,0 +1,178 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/outbox-relay/outbox-relay/internal/console"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+)
+
+const (
+	readToken  = "read-7f3a"
+	adminToken = "admin-5c1e"
+)
+
+// serve starts a console over a migrated database with two FAILED events
+// (one whose error holds a script) and one SENT, as outbox_operator.
+func serve(t *testing.T, prefix string) (srv *httptest.Server, ids []string, dbURL string) {
+	t.Helper()
+	dbURL, pool := pgtest.Migrated(t)
+	rows, err := pool.Query(context.Background(), `
+		WITH ev AS (INSERT INTO outbox.events (topic, key, payload) VALUES
+			('orders', 'k1', '{}'), ('orders', 'k2', '{}'), ('payments', 'k3', '{}') RETURNING id, topic)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error)
+		SELECT id, CASE WHEN topic = 'payments' THEN 'SENT' ELSE 'FAILED' END, 1,
+		       CASE WHEN topic = 'orders' THEN 'INVALID_TOPIC' END, '<script>alert(1)</script> broker said no'
+		FROM ev RETURNING event_id::text`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	c, err := console.New(store.New(pgtest.Pool(t, pgtest.OperatorURL(dbURL))),
+		console.Config{ReadToken: readToken, AdminToken: adminToken, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	return srv, ids, dbURL
+}
+
+// get fetches path with token (none: ""), and returns the status and body.
+func get(t *testing.T, srv *httptest.Server, path, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if token != "" {
+		req.SetBasicAuth("operator", token)
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func post(t *testing.T, srv *httptest.Server, path, token, id, origin string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(url.Values{"id": {id}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("operator", token)
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+	}
+	return do(t, req)
+}
+
+func TestConsole_TokensDecideWhatAPageShowsAndAllows(t *testing.T) {
+	t.Parallel()
+	srv, ids, _ := serve(t, "")
+	if code, _ := get(t, srv, "/", ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	if code, _ := get(t, srv, "/", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("a wrong token: %d, want 401", code)
+	}
+	code, body := get(t, srv, "/failed", readToken)
+	if code != http.StatusOK || strings.Contains(body, "<form method=\"post\"") || !strings.Contains(body, ids[0]) {
+		t.Errorf("read-only: %d, actions shown %v", code, strings.Contains(body, "<form method=\"post\""))
+	}
+	if code, _ := post(t, srv, "/resend", readToken, ids[0], ""); code != http.StatusForbidden {
+		t.Errorf("a resend with the read-only token: %d, want 403", code)
+	}
+	if code, body := get(t, srv, "/failed", adminToken); code != http.StatusOK || strings.Count(body, `class="resend"`) != 2 {
+		t.Errorf("admin: %d, %d resend buttons, want 2", code, strings.Count(body, `class="resend"`))
+	}
+}
+
+func TestConsole_ShowsTheDatabasesCountsAndErrorTextAsText(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := serve(t, "")
+	code, body := get(t, srv, "/", readToken)
+	for _, want := range []string{"<td>orders</td><td>FAILED</td><td class=\"n\">2</td>", "<td>payments</td><td>SENT</td><td class=\"n\">1</td>",
+		"INVALID_TOPIC</a></td><td class=\"n\">2</td>"} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("overview lacks %s:\n%s", want, body)
+		}
+	}
+	_, body = get(t, srv, "/failed", readToken)
+	if strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt; broker said no") {
+		t.Errorf("the error text is not shown as text:\n%s", body)
+	}
+}
+
+func TestConsole_ResendAndSkipChangeOnlyRowsStillFailed(t *testing.T) {
+	t.Parallel()
+	srv, ids, dbURL := serve(t, "/outbox")
+	pool := pgtest.Pool(t, dbURL)
+	status := func(id string) string {
+		var s string
+		if err := pool.QueryRow(context.Background(), `SELECT status FROM outbox.deliveries WHERE event_id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if code, _ := get(t, srv, "/outbox/", adminToken); code != http.StatusOK {
+		t.Fatalf("under the path prefix: %d", code)
+	}
+	code, _ := post(t, srv, "/outbox/resend", adminToken, ids[0], "")
+	if code != http.StatusSeeOther || status(ids[0]) != "PENDING" {
+		t.Fatalf("resend: %d, status %s", code, status(ids[0]))
+	}
+	// The page still shows it FAILED; the row is not any more: nothing changes.
+	if _, err := pool.Exec(context.Background(), `UPDATE outbox.deliveries SET status = 'SENT' WHERE event_id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	code, _ = post(t, srv, "/outbox/resend", adminToken, ids[0], "")
+	if code != http.StatusSeeOther || status(ids[0]) != "SENT" {
+		t.Errorf("a stale resend: %d, status %s, want SENT kept", code, status(ids[0]))
+	}
+	if code, _ = post(t, srv, "/outbox/skip", adminToken, ids[1], ""); code != http.StatusSeeOther || status(ids[1]) != "SKIPPED" {
+		t.Errorf("skip: %d, status %s", code, status(ids[1]))
+	}
+	// A cross-origin POST is refused, whatever its token.
+	if code, _ = post(t, srv, "/outbox/resend", adminToken, ids[1], "https://evil.example"); code != http.StatusForbidden {
+		t.Errorf("a cross-origin POST: %d, want 403", code)
+	}
+}
+
+func TestConsole_RefusesANonLoopbackAddressWithoutATokenAndABadPrefix(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  console.Config
+		want string
+	}{
+		{console.Config{Listen: "0.0.0.0:8080"}, "not a loopback address"},
+		{console.Config{Listen: "127.0.0.1:8080", Prefix: "outbox/"}, "--path-prefix"},
+	} {
+		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+	for _, ok := range []console.Config{{}, {Listen: "[::1]:9000"}, {Listen: "0.0.0.0:8080", AdminToken: "t"}} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+}
