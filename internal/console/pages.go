@@ -9,7 +9,9 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
-func withRole(ctx context.Context, r role) context.Context { return context.WithValue(ctx, roleKey{}, r) }
+func withRole(ctx context.Context, r role) context.Context {
+	return context.WithValue(ctx, roleKey{}, r)
+}
 
 func roleFrom(ctx context.Context) role {
 	r, _ := ctx.Value(roleKey{}).(role)
