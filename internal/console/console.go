@@ -84,7 +84,8 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		return nil, err
 	}
 	tmpl, err := template.New("").Funcs(template.FuncMap{
-		"age": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+		"age":  func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+		"list": func(s ...string) []string { return s },
 	}).ParseFS(templates, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -99,8 +100,10 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", c.overview)
 	mux.HandleFunc("GET /failed", c.failed)
 	mux.HandleFunc("GET /held", c.held)
-	mux.HandleFunc("POST /resend", c.admin(c.resend))
-	mux.HandleFunc("POST /skip", c.admin(c.skip))
+	mux.HandleFunc("GET /events", c.events)
+	mux.HandleFunc("GET /events/{id}", c.event)
+	mux.HandleFunc("POST /resend", c.admin(c.act("resend")))
+	mux.HandleFunc("POST /skip", c.admin(c.act("skip")))
 	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
 	if c.cfg.Prefix != "" {
 		h = http.StripPrefix(c.cfg.Prefix, h)

@@ -73,9 +73,16 @@ func do(t *testing.T, req *http.Request) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// post sends a confirmed action on event id (confirm: "yes", or "" to be
+// asked), from origin ("": the console's own page).
 func post(t *testing.T, srv *httptest.Server, path, token, id, origin string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(url.Values{"id": {id}}.Encode()))
+	return postForm(t, srv, path, token, url.Values{"id": {id}, "confirm": {"yes"}}, origin)
+}
+
+func postForm(t *testing.T, srv *httptest.Server, path, token string, form url.Values, origin string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth("operator", token)
 	if origin != "" {
@@ -174,5 +181,68 @@ func TestConsole_RefusesANonLoopbackAddressWithoutATokenAndABadPrefix(t *testing
 		if err := ok.Validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)
 		}
+	}
+}
+
+func TestConsole_EveryActionIsConfirmedWithHowManyRowsItChanges(t *testing.T) {
+	t.Parallel()
+	srv, ids, dbURL := serve(t, "")
+	pool := pgtest.Pool(t, dbURL)
+	failed := func() int { return pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'FAILED'`) }
+	// Asked first: nothing changes yet.
+	code, body := postForm(t, srv, "/resend", adminToken, url.Values{"sel": ids[:2]}, "")
+	if code != http.StatusOK || !strings.Contains(body, "This will resend 2 event(s)") || failed() != 2 {
+		t.Fatalf("the confirmation of 2 selected: %d, FAILED %d\n%s", code, failed(), body)
+	}
+	code, body = postForm(t, srv, "/skip", adminToken, url.Values{"match": {"yes"}, "reason": {"INVALID_TOPIC"}}, "")
+	if code != http.StatusOK || !strings.Contains(body, "every FAILED event matching the filter, 2 now") || failed() != 2 {
+		t.Fatalf("the confirmation of all matching: %d, FAILED %d\n%s", code, failed(), body)
+	}
+	// Confirmed: every matching row, through outbox.skip_failed.
+	code, _ = postForm(t, srv, "/skip", adminToken, url.Values{"match": {"yes"}, "reason": {"INVALID_TOPIC"}, "confirm": {"yes"}}, "")
+	if code != http.StatusSeeOther || failed() != 0 {
+		t.Fatalf("skip all matching: %d, FAILED %d", code, failed())
+	}
+	// The page of selected events, now stale: nothing changes, and it says so.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/resend", strings.NewReader(url.Values{"sel": ids[:2], "confirm": {"yes"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("operator", adminToken)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); !strings.Contains(loc, "2+were+no+longer+FAILED") ||
+		pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SKIPPED'`) != 2 {
+		t.Errorf("a stale resend of 2: redirected to %q", loc)
+	}
+}
+
+func TestConsole_ListsEventsByFilterAndShowsOneWithItsPayloadOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	srv, ids, _ := serve(t, "")
+	code, body := get(t, srv, "/events?status=SENT", readToken)
+	if code != http.StatusOK || !strings.Contains(body, ids[2]) || strings.Contains(body, ids[0]) {
+		t.Errorf("SENT events: %d\n%s", code, body)
+	}
+	if code, body = get(t, srv, "/events?lookup=k2", readToken); code != http.StatusOK || !strings.Contains(body, ids[1]) ||
+		strings.Contains(body, ids[0]) {
+		t.Errorf("a key looked up: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/events?lookup="+ids[0], nil)
+	req.SetBasicAuth("operator", readToken)
+	if code, _ = do(t, req); code != http.StatusSeeOther {
+		t.Errorf("an event id looked up: %d, want a redirect to its page", code)
+	}
+	code, body = get(t, srv, "/events/"+ids[0], readToken)
+	if code != http.StatusOK || !strings.Contains(body, `id="show-payload"`) || strings.Contains(body, `id="payload"`) ||
+		!strings.Contains(body, "&lt;script&gt;") {
+		t.Errorf("an event's page: %d\n%s", code, body)
+	}
+	if _, body = get(t, srv, "/events/"+ids[0]+"?payload=show", readToken); !strings.Contains(body, `<pre id="payload" class="err">{}</pre>`) {
+		t.Errorf("the payload asked for:\n%s", body)
+	}
+	if code, _ = get(t, srv, "/events/00000000-0000-0000-0000-000000000000", readToken); code != http.StatusNotFound {
+		t.Errorf("an unknown event: %d", code)
 	}
 }

@@ -2,9 +2,12 @@ package console
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
@@ -72,6 +75,7 @@ type failedData struct {
 	Events []store.Failed
 	Count  int64
 	Next   string // the query of the next page; "" when this is the last
+	Shown  string // when the page was made (RFC 3339): "all matching" means as of then
 }
 
 func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +96,7 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	d := failedData{Filter: f, Events: events, Count: n}
+	d := failedData{Filter: f, Events: events, Count: n, Shown: c.now().UTC().Format(time.RFC3339Nano)}
 	if len(events) > failedPageSize {
 		d.Events = events[:failedPageSize]
 		next := url.Values{"after": {d.Events[failedPageSize-1].EventID}}
@@ -117,43 +121,120 @@ func (c *Console) held(w http.ResponseWriter, r *http.Request) {
 
 var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// resend resends one event if it is still FAILED: a stale page changes
-// nothing once someone else resent or skipped it.
-func (c *Console) resend(w http.ResponseWriter, r *http.Request) {
-	id := r.PostFormValue("id")
-	if !uuidText.MatchString(id) {
-		http.Error(w, "id: "+errBadID.Error(), http.StatusBadRequest)
-		return
-	}
-	resent, status, err := c.st.ResendIfFailed(r.Context(), id)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	notice := "resent " + id
-	if !resent {
-		notice = "not resent: " + id + " is no longer FAILED (" + orNone(status) + ")"
-	}
-	c.back(w, r, notice)
+// action is resend or skip, on one event, the selected ones, or every
+// FAILED event that matches a filter (as the page that asked showed it).
+type action struct {
+	Name    string // resend or skip
+	IDs     []string
+	Match   *store.FailedFilter // every matching FAILED event; nil: IDs
+	Count   int64               // how many rows it will change, at most
+	Confirm url.Values          // the form that confirms it
 }
 
-// skip gives up on one FAILED event (outbox.skip only skips FAILED ones).
-func (c *Console) skip(w http.ResponseWriter, r *http.Request) {
-	id := r.PostFormValue("id")
-	if !uuidText.MatchString(id) {
-		http.Error(w, "id: "+errBadID.Error(), http.StatusBadRequest)
-		return
+// act shows the confirmation of an action (how many rows it will change)
+// or, confirmed, does it. Only rows still FAILED change: a stale page
+// changes nothing else.
+func (c *Console) act(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a, err := c.parseAction(r, name)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if r.PostFormValue("confirm") != "yes" {
+			if a.Match != nil {
+				if a.Count, err = c.st.CountFailed(r.Context(), *a.Match); err != nil {
+					c.fail(w, err)
+					return
+				}
+			}
+			c.render(w, r, "confirm.html", "Confirm: "+name, a)
+			return
+		}
+		notice, err := c.do(r.Context(), a)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		c.back(w, r, notice)
 	}
-	skipped, status, err := c.st.Skip(r.Context(), id)
-	if err != nil {
-		c.fail(w, err)
-		return
+}
+
+// parseAction reads an action's form: ids (one "id", or "sel" checked),
+// or match=yes with the filter and the time the page was shown.
+func (c *Console) parseAction(r *http.Request, name string) (*action, error) {
+	if err := r.ParseForm(); err != nil {
+		return nil, err
 	}
-	notice := "skipped " + id
-	if !skipped {
-		notice = "not skipped: " + id + " is no longer FAILED (" + orNone(status) + ")"
+	a := &action{Name: name, Confirm: url.Values{"confirm": {"yes"}}}
+	if r.PostForm.Get("match") == "yes" {
+		f := store.FailedFilter{Topic: r.PostForm.Get("topic"), EventType: r.PostForm.Get("event_type"), Reason: r.PostForm.Get("reason")}
+		if shown := r.PostForm.Get("shown"); shown != "" {
+			at, err := time.Parse(time.RFC3339Nano, shown)
+			if err != nil {
+				return nil, fmt.Errorf("shown: %w", err)
+			}
+			f.Until = &at // rows that failed after the page was shown are not what it showed
+		}
+		a.Match = &f
+		for _, k := range []string{"match", "topic", "event_type", "reason", "shown"} {
+			a.Confirm.Set(k, r.PostForm.Get(k))
+		}
+		return a, nil
 	}
-	c.back(w, r, notice)
+	a.IDs = r.PostForm["sel"]
+	if id := r.PostForm.Get("id"); id != "" {
+		a.IDs = []string{id}
+	}
+	if len(a.IDs) == 0 {
+		return nil, errors.New("no event chosen")
+	}
+	for _, id := range a.IDs {
+		if !uuidText.MatchString(id) {
+			return nil, fmt.Errorf("%q: %w", id, errBadID)
+		}
+		a.Confirm.Add("sel", id)
+	}
+	a.Count = int64(len(a.IDs))
+	return a, nil
+}
+
+// do carries a confirmed action out through the CLI's statements and
+// says what it changed.
+func (c *Console) do(ctx context.Context, a *action) (string, error) {
+	if a.Match != nil {
+		var n int64
+		var err error
+		if a.Name == "resend" {
+			n, err = c.st.ResendFailed(ctx, *a.Match)
+		} else {
+			n, err = c.st.SkipFailed(ctx, *a.Match)
+		}
+		return fmt.Sprintf("%s: %d FAILED events matching the filter", a.Name, n), err
+	}
+	done, moved := 0, 0
+	for _, id := range a.IDs {
+		var ok bool
+		var err error
+		if a.Name == "resend" {
+			ok, _, err = c.st.ResendIfFailed(ctx, id)
+		} else {
+			ok, _, err = c.st.Skip(ctx, id)
+		}
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			done++
+		} else {
+			moved++
+		}
+	}
+	notice := fmt.Sprintf("%s: %d events", a.Name, done)
+	if moved > 0 {
+		notice += fmt.Sprintf("; %d were no longer FAILED and were left as they are", moved)
+	}
+	return notice, nil
 }
 
 func orNone(status string) string {

@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	_ "embed" // the statements
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/events_page.sql
+	eventsPageSQL string
+	//go:embed sql/event.sql
+	eventSQL string
+)
+
+// EventFilter selects status rows for the console; zero fields match
+// anything.
+type EventFilter struct {
+	Status, Topic, Key, EventType, Reason string
+	// Since and Until bound the rows' last change.
+	Since, Until *time.Time
+}
+
+// EventRow is one status row with its event's topic, key and type.
+type EventRow struct {
+	EventID, Status, Topic, Key, EventType, Reason, LastError string
+	Attempts                                                  int
+	UpdatedAt                                                 time.Time
+	Source                                                    string // outbox.events or a mapped table
+}
+
+// EventsPage lists up to limit status rows matching f, newest event id
+// first, before the event with id before ("" for the first page).
+func (s *Store) EventsPage(ctx context.Context, f EventFilter, before string, limit int) ([]EventRow, error) {
+	return collect(ctx, s.db, "listing events", func(r pgx.CollectableRow) (EventRow, error) {
+		var x EventRow
+		err := r.Scan(&x.EventID, &x.Status, &x.Topic, &x.Key, &x.EventType, &x.Reason, &x.LastError, &x.Attempts,
+			&x.UpdatedAt, &x.Source)
+		return x, err
+	}, eventsPageSQL, nullable(before), nullable(f.Status), nullable(f.Topic), nullable(f.Key), nullable(f.EventType),
+		nullable(f.Reason), f.Since, f.Until, limit)
+}
+
+// EventDetail is an event's status row and what is left of the event.
+type EventDetail struct {
+	EventRow
+	MaxAttempts    int
+	CreatedAt      time.Time  // the status row's
+	NextAttemptAt  *time.Time // PENDING rows
+	SentAt         *time.Time
+	Partition      *int32
+	Offset         *int64
+	LockedBy       string
+	Headers        string     // JSON: an object (outbox.events) or [[name, value], ...] (a kept record)
+	EventCreatedAt *time.Time // outbox.events' created_at
+	Payload        []byte     // the event's payload or the kept record's value
+	EventKept      bool       // the event or its record is still there
+}
+
+// ErrNoEvent says there is no status row for the event.
+var ErrNoEvent = errors.New("no status row for this event")
+
+// Event reads one event's status row and what is left of the event.
+func (s *Store) Event(ctx context.Context, id string) (*EventDetail, error) {
+	var d EventDetail
+	err := s.db.QueryRow(ctx, eventSQL, id).Scan(&d.EventID, &d.Status, &d.Attempts, &d.MaxAttempts, &d.Reason, &d.LastError,
+		&d.CreatedAt, &d.UpdatedAt, &d.NextAttemptAt, &d.SentAt, &d.Partition, &d.Offset, &d.LockedBy, &d.Source,
+		&d.Topic, &d.Key, &d.EventType, &d.Headers, &d.EventCreatedAt, &d.Payload, &d.EventKept)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, ErrNoEvent
+	case err != nil:
+		return nil, fmt.Errorf("reading event %s: %w", id, err)
+	}
+	return &d, nil
+}
