@@ -70,6 +70,9 @@ func loopback(host string) bool {
 //go:embed templates/*.html
 var templates embed.FS
 
+//go:embed static
+var static embed.FS
+
 // Console serves the pages.
 type Console struct {
 	cfg  Config
@@ -98,6 +101,7 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", c.overview)
+	mux.Handle("GET /static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /failed", c.failed)
 	mux.HandleFunc("GET /held", c.held)
 	mux.HandleFunc("GET /events", c.events)

@@ -123,6 +123,12 @@ func TestConsole_ShowsTheDatabasesCountsAndErrorTextAsText(t *testing.T) {
 			t.Errorf("overview lacks %s:\n%s", want, body)
 		}
 	}
+	if !strings.Contains(body, `<tr><th>FAILED</th><td class="n">2</td>`) || !strings.Contains(body, `id="pause"`) {
+		t.Errorf("overview: no FAILED total of 2 or no pause button:\n%s", body)
+	}
+	if code, js := get(t, srv, "/static/console.js", readToken); code != http.StatusOK || !strings.Contains(js, "data-refresh") {
+		t.Errorf("the refresh script: %d", code)
+	}
 	_, body = get(t, srv, "/failed", readToken)
 	if strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt; broker said no") {
 		t.Errorf("the error text is not shown as text:\n%s", body)
@@ -188,7 +194,9 @@ func TestConsole_EveryActionIsConfirmedWithHowManyRowsItChanges(t *testing.T) {
 	t.Parallel()
 	srv, ids, dbURL := serve(t, "")
 	pool := pgtest.Pool(t, dbURL)
-	failed := func() int { return pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'FAILED'`) }
+	failed := func() int {
+		return pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'FAILED'`)
+	}
 	// Asked first: nothing changes yet.
 	code, body := postForm(t, srv, "/resend", adminToken, url.Values{"sel": ids[:2]}, "")
 	if code != http.StatusOK || !strings.Contains(body, "This will resend 2 event(s)") || failed() != 2 {

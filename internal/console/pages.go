@@ -27,7 +27,10 @@ type page struct {
 	Prefix string
 	Admin  bool   // show actions
 	Notice string // the outcome of an action
-	Data   any
+	// Refresh is how often, in seconds, the page refreshes its live parts
+	// (0: never).
+	Refresh int
+	Data    any
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
@@ -37,6 +40,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title str
 	w.Header().Set("X-Frame-Options", "DENY")
 	p := page{Title: title, Prefix: c.cfg.Prefix, Admin: roleFrom(r.Context()) == roleAdmin,
 		Notice: r.URL.Query().Get("notice"), Data: data}
+	if name == "overview.html" {
+		p.Refresh = overviewRefresh
+	}
 	if err := c.tmpl.ExecuteTemplate(w, name, p); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
@@ -46,10 +52,15 @@ func (c *Console) fail(w http.ResponseWriter, err error) {
 	http.Error(w, "reading the outbox: "+err.Error(), http.StatusServiceUnavailable)
 }
 
+// overviewRefresh is how often the overview refreshes, in seconds.
+const overviewRefresh = 5
+
 // overviewData is the overview page's.
 type overviewData struct {
 	*store.Overview
-	Held []store.HeldKey
+	Counts        store.DeliveryCounts
+	OldestPending time.Duration
+	Held          []store.HeldKey
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +74,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	c.render(w, r, "overview.html", "Overview", overviewData{Overview: o, Held: held})
+	counts, err := c.st.Counts(r.Context())
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	c.render(w, r, "overview.html", "Overview", overviewData{Overview: o, Counts: counts,
+		OldestPending: counts.OldestPendingAge.Round(time.Second), Held: held})
 }
 
 // failedPageSize is how many FAILED events a page lists.
