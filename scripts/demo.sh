@@ -11,9 +11,10 @@ source scripts/lib.sh
 pg_parse_args "$@"
 
 WORK=$(mktemp -d /tmp/outbox-demo.XXXXXX)
-RELAY_PID=""; KAFKA_PID=""
+RELAY_PID=""; KAFKA_PID=""; CONSOLE_PID=""
 cleanup() {
   local rc=$?
+  stop_pid "$CONSOLE_PID"
   stop_pid "$RELAY_PID"
   if [ $rc -ne 0 ] && [ -s "$WORK/relay.log" ]; then
     echo "the demo failed; the relay's last log lines:" >&2
@@ -105,6 +106,20 @@ ORDER BY e.created_at, e.id"
 
 log "outbox-relay status (the database, and the running relay from its /metrics on port $METRICS_PORT)"
 "$WORK/outbox-relay" status --metrics-url "http://127.0.0.1:$METRICS_PORT/metrics"
+
+# The operator console, as a member of outbox_operator (README: The console).
+psql -Xq "$DATABASE_URL" -c "DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'outbox_demo_operator') THEN
+    CREATE ROLE outbox_demo_operator LOGIN IN ROLE outbox_operator;
+  END IF; END \$\$"
+CONSOLE_PORT=$(free_port)
+OUTBOX_DATABASE_URL="${DATABASE_URL/postgres@/outbox_demo_operator@}" \
+  "$WORK/outbox-relay" console --listen "127.0.0.1:$CONSOLE_PORT" >"$WORK/console.log" 2>&1 &
+CONSOLE_PID=$!
+wait_for "the console" 15 grep -q "outbox-relay console on" "$WORK/console.log"
+log "the operator console: http://127.0.0.1:$CONSOLE_PORT/ (loopback, no token: open it while the demo runs,"
+log "or run the demo with DEMO_HOLD=1 to keep everything up until Enter)"
+if [ -n "${DEMO_HOLD:-}" ]; then read -r -p "press Enter to stop the demo " _; fi
 
 log "stopping the relay with SIGTERM (it drains, confirms the slot and exits 0)"
 kill -TERM "$RELAY_PID"
