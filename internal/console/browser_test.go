@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/outbox-relay/outbox-relay/internal/console"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
 // browser starts headless Chromium (Debian's package, which
@@ -158,5 +161,52 @@ func TestBrowser_ACrossOriginPostIsRefused(t *testing.T) {
 	_ = pgtest.Pool(t, dbURL).QueryRow(context.Background(), `SELECT status FROM outbox.deliveries WHERE event_id = $1`, ids[0]).Scan(&st)
 	if st != "FAILED" || !strings.Contains(strings.ToLower(body), "cross-origin") {
 		t.Errorf("a cross-origin POST: status %s, page %q", st, body)
+	}
+}
+
+// The README's screenshots: the overview and a FAILED event, from the
+// demo's events. With OUTBOX_SCREENSHOTS=DIR they are written there
+// (docs/); without, the test only checks that they are taken.
+func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
+	dbURL, pool := pgtest.Migrated(t)
+	var failed string
+	if err := pool.QueryRow(context.Background(), `
+		WITH ev AS (INSERT INTO outbox.events (topic, key, payload, headers, event_type) VALUES
+			('orders', 'alice', '{"order_id": 1001, "total": 42.50}', '{"trace-id": "demo-1"}', 'order.created'),
+			('orders', 'bob', '{"order_id": 1002, "total": 9.99}', NULL, 'order.created'),
+			('payments', 'bob', '{"order_id": 1002, "amount": 9.99}', NULL, 'payment.requested'),
+			('orders', 'carol', '{"order_id": 1003}', '{"retries": 3}', NULL),
+			('orders', 'alice', '{"order_id": 1001, "status": "shipped"}', NULL, 'order.shipped'),
+			('invoices', 'alice', '{"order_id": 1001, "invoice": 1}', NULL, 'invoice.issued') RETURNING id, key, topic, headers),
+		d AS (INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, kafka_partition, kafka_offset)
+			SELECT id, CASE WHEN key = 'carol' OR topic = 'invoices' THEN 'FAILED' ELSE 'SENT' END,
+			       CASE WHEN key = 'carol' THEN 0 ELSE 1 END,
+			       CASE WHEN key = 'carol' THEN 'INVALID_EVENT' WHEN topic = 'invoices' THEN 'INVALID_TOPIC' END,
+			       CASE WHEN key = 'carol' THEN 'headers: value of "retries" is a number, want a string'
+			            WHEN topic = 'invoices' THEN 'topic "invoices": kafka server: Request was for a topic or partition that does not exist on this broker' END,
+			       CASE WHEN key <> 'carol' AND topic <> 'invoices' THEN 0 END, CASE WHEN key <> 'carol' AND topic <> 'invoices' THEN 0 END
+			FROM ev RETURNING event_id, failure_reason)
+		SELECT event_id::text FROM d WHERE failure_reason = 'INVALID_TOPIC'`).Scan(&failed); err != nil {
+		t.Fatal(err)
+	}
+	c, err := console.New(store.New(pgtest.Pool(t, pgtest.OperatorURL(dbURL))), console.Config{AdminToken: adminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	ctx := browser(t, adminToken)
+	var overview, event []byte
+	run(t, ctx, chromedp.EmulateViewport(1200, 800), chromedp.Navigate(srv.URL+"/"), chromedp.FullScreenshot(&overview, 100),
+		chromedp.Navigate(srv.URL+"/events/"+failed+"?payload=show"), chromedp.FullScreenshot(&event, 100))
+	if len(overview) < 1000 || len(event) < 1000 {
+		t.Fatalf("screenshots of %d and %d bytes", len(overview), len(event))
+	}
+	if dir := os.Getenv("OUTBOX_SCREENSHOTS"); dir != "" {
+		for name, b := range map[string][]byte{"console-overview.png": overview, "console-failed-event.png": event} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
