@@ -18,11 +18,14 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/console"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
+	"github.com/outbox-relay/outbox-relay/internal/store"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
@@ -102,6 +105,7 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	fs.Int(&o.gcPercent, "gc-percent", gcPercentDefault, "heap growth, in percent of the live heap, that starts a garbage collection (GOGC; a GOGC variable in the environment is kept unless this is set otherwise); higher spends less CPU on collection and more memory")
 	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles on this address (such as 127.0.0.1:6060); off when empty")
 	fs.String(&o.metricsAddr, "metrics-addr", metricsAddrDefault, "serve /metrics (Prometheus), /healthz and /readyz on this address; off when empty")
+	consoleFlags(fs, &o)
 	fs.Duration(&c.SpillAfter, "spill-after", relay.SpillAfterDefault, "once Kafka has been unavailable this long, queue events as PENDING rows instead of holding them (so PostgreSQL can recycle WAL); 0 never spills")
 	fs.String(&c.FailedKeyPolicy, "failed-key-policy", relay.FailedKeyContinue, "continue (a FAILED or retrying event lets later events of its key go out) or hold (they queue behind it until it is SENT or SKIPPED)")
 	fs.Duration(&c.Retention, "retention", relay.RetentionDefault, "delete SENT events older than this with their delivery rows (one relay at a time); 0 keeps everything")
@@ -127,6 +131,10 @@ type runOpts struct {
 	logLevel, logFormat, debugAddr, metricsAddr string
 	tablesConfig, debeziumConfig                string
 	maxProcs, gcPercent                         int
+	// console: the operator console run serves (off without an address),
+	// through consoleDB (--database-url when empty).
+	console   console.Config
+	consoleDB string
 }
 
 // gcPercentDefault is Go's. 400 saves CPU (relay drain 7.2 → 6.0 µs of CPU
@@ -155,17 +163,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if err := cfg.Validate(); err != nil {
 		return flagenv.Usage(err) // each names the flag to fix
 	}
-	switch {
-	case o.maxProcs < 0:
-		return flagenv.Usagef("--max-procs must not be negative")
-	case o.maxProcs > 0:
-		runtime.GOMAXPROCS(o.maxProcs)
+	if o.console.Listen != "" {
+		if err := o.console.Validate(); err != nil {
+			return flagenv.Usagef("--console-addr: %v", err)
+		}
 	}
-	switch {
-	case o.gcPercent < 1:
-		return flagenv.Usagef("--gc-percent must be at least 1")
-	case o.gcPercent != gcPercentDefault || getenv("GOGC") == "":
-		debug.SetGCPercent(o.gcPercent)
+	if err := tuneRuntime(o, getenv); err != nil {
+		return err
 	}
 	log.Info("starting outbox-relay",
 		zap.String("version", version),
@@ -189,6 +193,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 	if o.metricsAddr != "" {
 		stop, err := serve(log, "--metrics-addr", "/metrics, /healthz and /readyz", o.metricsAddr, cfg.Metrics.Handler(r))
+		if err != nil {
+			r.Close()
+			return err
+		}
+		defer stop()
+	}
+	if o.console.Listen != "" {
+		stop, err := serveConsole(ctx, log, o, cfg.DatabaseURL)
 		if err != nil {
 			r.Close()
 			return err
@@ -288,4 +300,54 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 		return nil, fmt.Errorf("--log-format: %q is not json or console", format)
 	}
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}
+
+// tuneRuntime applies --max-procs and --gc-percent.
+func tuneRuntime(o runOpts, getenv func(string) string) error {
+	switch {
+	case o.maxProcs < 0:
+		return flagenv.Usagef("--max-procs must not be negative")
+	case o.maxProcs > 0:
+		runtime.GOMAXPROCS(o.maxProcs)
+	}
+	switch {
+	case o.gcPercent < 1:
+		return flagenv.Usagef("--gc-percent must be at least 1")
+	case o.gcPercent != gcPercentDefault || getenv("GOGC") == "":
+		debug.SetGCPercent(o.gcPercent)
+	}
+	return nil
+}
+
+// consoleFlags defines run's flags of the operator console it may serve.
+// The tokens and the prefix read the console command's variables.
+func consoleFlags(fs *flagenv.Set, o *runOpts) {
+	fs.String(&o.console.Listen, "console-addr", "", "also serve the operator console on this address (README: The console); off when empty")
+	fs.SecretURL(&o.consoleDB, "console-database-url", "", "the console's PostgreSQL URL, for a role in outbox_operator (the relay's role "+
+		"may not resend or skip); --database-url when empty")
+	fs.Secret(&o.console.AdminToken, "console-admin-token", "", "the console's admin token (as console --admin-token)")
+	fs.Secret(&o.console.ReadToken, "console-read-token", "", "the console's read-only token (as console --read-token)")
+	fs.String(&o.console.Prefix, "console-path-prefix", "", "the console's path behind a reverse proxy (as console --path-prefix)")
+}
+
+// serveConsole serves the operator console as run's --console-addr asks.
+func serveConsole(ctx context.Context, log *zap.Logger, o runOpts, dbURL string) (stop func(), err error) {
+	if o.consoleDB != "" {
+		dbURL = o.consoleDB
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("--console-database-url: %w", err)
+	}
+	c, err := console.New(store.New(pool), o.console)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	stopServer, err := serve(log, "--console-addr", "the operator console", o.console.Listen, c.Handler())
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return func() { stopServer(); pool.Close() }, nil
 }
