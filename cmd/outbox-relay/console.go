@@ -30,6 +30,7 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs.Secret(&cfg.AdminToken, "admin-token", "", "token (the password of HTTP basic auth, any user) that may see and change the outbox")
 	fs.Secret(&cfg.ReadToken, "read-token", "", "token that may only see the outbox: no action is shown or accepted")
 	fs.String(&cfg.Prefix, "path-prefix", "", "the path the console is served under behind a reverse proxy, such as /outbox")
+	fs.List(&cfg.RelayMetrics, "relay-metrics", "", "running relays' metrics URLs, comma-separated (http://relay-1:9677/metrics): the overview shows each one's role, Kafka breaker and slot lag")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}

@@ -6,38 +6,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"text/tabwriter"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
-	"github.com/outbox-relay/outbox-relay/internal/redact"
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
 // statusReport is what `status` prints; its JSON form is for scripts.
 type statusReport struct {
 	*store.Overview
-	Pending          int64       `json:"pending"`
-	OldestPendingAge float64     `json:"oldest_pending_age_seconds"`
-	FailedTotal      int64       `json:"failed"`
-	Relay            *relayState `json:"relay,omitempty"`
-}
-
-// relayState is what a running relay's metrics say of it.
-type relayState struct {
-	URL     string `json:"metrics_url"`
-	Role    string `json:"role"`
-	Breaker string `json:"kafka_breaker"`
-	// Silence is the seconds since the server's last message on the
-	// replication connection; Stalled since events in flight last made
-	// progress (0 when none is in flight or the relay does not stream).
-	Silence float64 `json:"replication_silence_seconds"`
-	Stalled float64 `json:"stalled_seconds"`
-	Error   string  `json:"error,omitempty"`
+	Pending          int64               `json:"pending"`
+	OldestPendingAge float64             `json:"oldest_pending_age_seconds"`
+	FailedTotal      int64               `json:"failed"`
+	Relay            *metrics.RelayState `json:"relay,omitempty"`
 }
 
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -70,7 +52,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}
 	rep := statusReport{Overview: o, Pending: c.Pending, OldestPendingAge: c.OldestPendingAge.Seconds(), FailedTotal: c.Failed}
 	if metricsURL != "" {
-		rep.Relay = scrapeRelay(ctx, metricsURL)
+		rep.Relay = metrics.Scrape(ctx, metricsURL)
 	}
 	if format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -143,59 +125,6 @@ func bytesText(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-// scrapeRelay reads a relay's role and breaker state from its metrics.
-func scrapeRelay(ctx context.Context, url string) *relayState {
-	rs := &relayState{URL: redact.URL(url)}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		rs.Error = err.Error()
-		return rs
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		rs.Error = err.Error()
-		return rs
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		rs.Error = resp.Status
-		return rs
-	}
-	on, values := gaugesOn(resp.Body)
-	rs.Role, rs.Breaker = on["outbox_relay_role"], on["outbox_relay_kafka_breaker_state"]
-	rs.Silence, rs.Stalled = values["outbox_relay_replication_silence_seconds"], values["outbox_relay_stalled_seconds"]
-	if rs.Role == "" {
-		rs.Error = "no outbox_relay_role in the metrics: is this an outbox-relay?"
-	}
-	return rs
-}
-
-// gaugesOn reads Prometheus text (with the client library's own parser)
-// and returns, for each gauge with one label, the label value of its sample
-// that is 1 (the role, the state), and the value of each gauge without
-// labels. What cannot be parsed gives nothing.
-func gaugesOn(r io.Reader) (on map[string]string, values map[string]float64) {
-	on, values = map[string]string{}, map[string]float64{}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, _ := parser.TextToMetricFamilies(r)
-	for name, f := range families {
-		if f.GetType() != dto.MetricType_GAUGE {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			switch v, labels := m.GetGauge().GetValue(), m.GetLabel(); {
-			case len(labels) == 0:
-				values[name] = v
-			case len(labels) == 1 && v == 1:
-				on[name] = labels[0].GetValue()
-			}
-		}
-	}
-	return on, values
 }
 
 // seconds prints a gauge of seconds as a duration.

@@ -33,6 +33,9 @@ type Config struct {
 	// Prefix is the path the console is served under behind a reverse
 	// proxy ("/outbox"); "" for the root.
 	Prefix string
+	// RelayMetrics are running relays' metrics URLs: the overview shows
+	// each one's role, breaker and slot lag.
+	RelayMetrics []string
 }
 
 // Validate refuses what would expose the console: a non-loopback address

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sync"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
@@ -61,6 +63,7 @@ type overviewData struct {
 	Counts        store.DeliveryCounts
 	OldestPending time.Duration
 	Held          []store.HeldKey
+	Relays        []*metrics.RelayState
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -80,7 +83,23 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, "overview.html", "Overview", overviewData{Overview: o, Counts: counts,
-		OldestPending: counts.OldestPendingAge.Round(time.Second), Held: held})
+		OldestPending: counts.OldestPendingAge.Round(time.Second), Held: held, Relays: c.relays(r.Context())})
+}
+
+// relayTimeout bounds how long the overview waits for a relay's metrics.
+const relayTimeout = time.Second
+
+// relays reads the relays' metrics, all at once, each within relayTimeout.
+func (c *Console) relays(ctx context.Context) []*metrics.RelayState {
+	out := make([]*metrics.RelayState, len(c.cfg.RelayMetrics))
+	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, u := range c.cfg.RelayMetrics {
+		wg.Go(func() { out[i] = metrics.Scrape(ctx, u) })
+	}
+	wg.Wait()
+	return out
 }
 
 // failedPageSize is how many FAILED events a page lists.

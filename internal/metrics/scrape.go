@@ -1,0 +1,86 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/outbox-relay/outbox-relay/internal/redact"
+)
+
+// RelayState is what a running relay's metrics say of it (status, the
+// console).
+type RelayState struct {
+	URL     string `json:"metrics_url"` // its password hidden
+	Role    string `json:"role"`
+	Breaker string `json:"kafka_breaker"`
+	// Silence is the seconds since the server's last message on the
+	// replication connection; Stalled since events in flight last made
+	// progress (0 when none is in flight or the relay does not stream).
+	Silence float64 `json:"replication_silence_seconds"`
+	Stalled float64 `json:"stalled_seconds"`
+	// SlotLag is the WAL its slot has not confirmed, in bytes, as it last
+	// measured it.
+	SlotLag float64 `json:"slot_lag_bytes"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Scrape reads a running relay's metrics at url (within 5 s). What goes
+// wrong is in Error.
+func Scrape(ctx context.Context, url string) *RelayState {
+	rs := &RelayState{URL: redact.URL(url)}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		rs.Error = err.Error() // net/http leaves the password out
+		return rs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		rs.Error = err.Error() // net/http leaves the password out
+		return rs
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		rs.Error = resp.Status
+		return rs
+	}
+	on, values := gaugesOn(resp.Body)
+	rs.Role, rs.Breaker = on["outbox_relay_role"], on["outbox_relay_kafka_breaker_state"]
+	rs.Silence, rs.Stalled = values["outbox_relay_replication_silence_seconds"], values["outbox_relay_stalled_seconds"]
+	rs.SlotLag = values["outbox_relay_slot_lag_bytes"]
+	if rs.Role == "" {
+		rs.Error = "no outbox_relay_role in the metrics: is this an outbox-relay?"
+	}
+	return rs
+}
+
+// gaugesOn reads Prometheus text (with the client library's own parser)
+// and returns, for each gauge with one label, the label value of its sample
+// that is 1 (the role, the state), and the value of each gauge without
+// labels. What cannot be parsed gives nothing.
+func gaugesOn(r io.Reader) (on map[string]string, values map[string]float64) {
+	on, values = map[string]string{}, map[string]float64{}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, _ := parser.TextToMetricFamilies(r)
+	for name, f := range families {
+		if f.GetType() != dto.MetricType_GAUGE {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			switch v, labels := m.GetGauge().GetValue(), m.GetLabel(); {
+			case len(labels) == 0:
+				values[name] = v
+			case len(labels) == 1 && v == 1:
+				on[name] = labels[0].GetValue()
+			}
+		}
+	}
+	return on, values
+}
