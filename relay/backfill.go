@@ -209,12 +209,13 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 // columns (mapped_walk.go), and returns how many it wrote.
 func (r *Relay) backfillMapped(ctx context.Context, snap *store.Store) (int64, error) {
 	pender := newMappedPender(r.settle, r.metrics, r.cfg.Retry.JSON())
+	floor := r.cfg.mappedFloor(time.Now())
 	var total int64
 	for _, t := range r.cfg.mapped() {
 		if !t.Ordered() {
 			continue
 		}
-		from := store.BackfillCursor{CreatedAt: r.cfg.mappedFloor(time.Now()), Seq: -1}
+		from := store.BackfillCursor{CreatedAt: floor, Seq: -1}
 		n, _, _, err := pender.walkMapped(ctx, snap, r.store, t, from, time.Time{}, backfillPage,
 			r.cfg.MaxInFlightBytes/4, false)
 		total += int64(n)
@@ -257,15 +258,16 @@ func (r *Relay) recoverUnfinishedBackfill(ctx context.Context) error {
 }
 
 // mappedBackfillFinds reports whether the backfill will find rows of a
-// mapped table (with order columns). Their keys are not known without
-// mapping every row, so every event with a key then queues until the
-// backfill is done.
+// mapped table (with order columns), looking no further back than it will
+// (Config.mappedFloor). Their keys are not known without mapping every
+// row, so every event with a key then queues until the backfill is done.
 func (r *Relay) mappedBackfillFinds(ctx context.Context, snap *store.Store) (bool, error) {
+	floor := r.cfg.mappedFloor(time.Now())
 	for _, t := range r.cfg.mapped() {
 		if !t.Ordered() {
 			continue
 		}
-		if found, err := snap.MappedUnrelayedExists(ctx, t); err != nil || found {
+		if found, err := snap.MappedUnrelayedExists(ctx, t, floor); err != nil || found {
 			return found, err
 		}
 	}

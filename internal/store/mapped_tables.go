@@ -82,11 +82,15 @@ func (s *Store) MappedUnrelayed(ctx context.Context, t *mapping.Table, after Bac
 }
 
 // MappedUnrelayedExists reports whether t has a row that MappedUnrelayed
-// would return from the start, as the snapshot of the transaction the store
-// runs in sees it.
-func (s *Store) MappedUnrelayedExists(ctx context.Context, t *mapping.Table) (bool, error) {
+// would return from the cursor at from (zero: the start), as the snapshot
+// of the transaction the store runs in sees it.
+func (s *Store) MappedUnrelayedExists(ctx context.Context, t *mapping.Table, from time.Time) (bool, error) {
+	since := pgtype.Timestamptz{Time: from, Valid: true}
+	if from.IsZero() {
+		since.InfinityModifier = pgtype.NegativeInfinity
+	}
 	var exists bool
-	if err := s.db.QueryRow(ctx, forTable(mappedUnrelayedExistsSQL, t), t.QualifiedName()).Scan(&exists); err != nil {
+	if err := s.db.QueryRow(ctx, forTable(mappedUnrelayedExistsSQL, t), t.QualifiedName(), since).Scan(&exists); err != nil {
 		return false, fmt.Errorf("looking for rows of %s without a status row: %w", t.QualifiedName(), err)
 	}
 	return exists, nil
