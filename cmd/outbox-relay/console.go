@@ -37,19 +37,11 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err := cfg.Validate(); err != nil {
 		return flagenv.Usagef("%v", err)
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return fmt.Errorf("--database-url: %w", err)
-	}
-	defer pool.Close()
-	st := store.New(pool)
-	if err := checkSchema(ctx, st); err != nil {
-		return fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
-	}
-	c, err := console.New(st, cfg)
+	c, closeDB, err := openConsole(ctx, "--database-url", dbURL, cfg)
 	if err != nil {
 		return err
 	}
+	defer closeDB()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
@@ -68,4 +60,24 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return err
 	}
 	return nil
+}
+
+// openConsole opens a pool on dbURL (flag names it for errors), checks
+// the outbox schema, and returns the console over it; closeDB closes the
+// pool. The console command and run's --console-addr both use it.
+func openConsole(ctx context.Context, flag, dbURL string, cfg console.Config) (c *console.Console, closeDB func(), err error) {
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	st := store.New(pool)
+	if err := checkSchema(ctx, st); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
+	}
+	if c, err = console.New(st, cfg); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return c, pool.Close, nil
 }

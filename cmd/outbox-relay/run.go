@@ -18,14 +18,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outbox-relay/outbox-relay/cdc"
 	"github.com/outbox-relay/outbox-relay/internal/console"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
-	"github.com/outbox-relay/outbox-relay/internal/store"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
@@ -49,7 +47,7 @@ func kafkaFlags(fs *flagenv.Set, k *relay.KafkaConfig) {
 	fs.String(&k.Partitioner, "kafka-partitioner", kafka.PartitionerDefault, "partition of a keyed event: murmur2 (the Java client's, Kafka Streams') or fnv1a (sarama's; outbox-relay's placement before murmur2)")
 	fs.String(&k.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: empty (none), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	fs.String(&k.SASLUser, "kafka-sasl-user", "", "SASL user")
-	fs.Secret(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
+	fs.Secret(&k.SASLPassword, "kafka-sasl-password", "", "SASL password (prefer --kafka-sasl-password-file)")
 	fs.Bool(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
 	fs.String(&k.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of CAs to trust for Kafka TLS (implies --kafka-tls)")
 	fs.Bool(&k.TLSInsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "do not verify the broker's certificate")
@@ -335,19 +333,14 @@ func serveConsole(ctx context.Context, log *zap.Logger, o runOpts, dbURL string)
 	if o.consoleDB != "" {
 		dbURL = o.consoleDB
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
+	c, closeDB, err := openConsole(ctx, "--console-database-url", dbURL, o.console)
 	if err != nil {
-		return nil, fmt.Errorf("--console-database-url: %w", err)
-	}
-	c, err := console.New(store.New(pool), o.console)
-	if err != nil {
-		pool.Close()
 		return nil, err
 	}
 	stopServer, err := serve(log, "--console-addr", "the operator console", o.console.Listen, c.Handler())
 	if err != nil {
-		pool.Close()
+		closeDB()
 		return nil, err
 	}
-	return func() { stopServer(); pool.Close() }, nil
+	return func() { stopServer(); closeDB() }, nil
 }
