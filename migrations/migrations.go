@@ -14,8 +14,10 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed *.sql
@@ -252,5 +254,76 @@ func Roles(ctx context.Context, db DB) error {
 // PrintRoles writes roles.sql, for teams that manage roles themselves.
 func PrintRoles(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "\n-- outbox roles and grants\nBEGIN;\n%s\nCOMMIT;\n", rolesSQL)
+	return err
+}
+
+//go:embed indexes.sql
+var indexesSQL string
+
+// Execer is what Indexes needs: a *pgx.Conn or a *pgxpool.Pool, outside a
+// transaction.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// indexName reads an index statement's index.
+var indexName = regexp.MustCompile(`(?i)CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+) ON`)
+
+// OnlineIndexes are indexes.sql's statements, one per paragraph, comments
+// left out.
+func OnlineIndexes() []string {
+	var out []string
+	for _, para := range strings.Split(indexesSQL, "\n\n") {
+		var lines []string
+		for _, l := range strings.Split(para, "\n") {
+			if !strings.HasPrefix(l, "--") && strings.TrimSpace(l) != "" {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 0 {
+			out = append(out, strings.Join(lines, "\n"))
+		}
+	}
+	return out
+}
+
+// Indexes builds indexes.sql's indexes CONCURRENTLY, one at a time and
+// outside a transaction, so that writers go on meanwhile. An index that a
+// failed or cancelled build left invalid is dropped and built again. Run it
+// after Up; it is idempotent. Each build waits for the transactions open
+// when it starts.
+func Indexes(ctx context.Context, db Execer) error {
+	if _, err := db.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, lockKey); err != nil {
+		return fmt.Errorf("taking migration lock: %w", err)
+	}
+	defer db.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext($1))`, lockKey) //nolint:errcheck // ends with the session
+	for _, stmt := range OnlineIndexes() {
+		m := indexName.FindStringSubmatch(stmt)
+		if m == nil {
+			return fmt.Errorf("indexes.sql: %q is not CREATE INDEX CONCURRENTLY IF NOT EXISTS name ON", stmt)
+		}
+		var invalid bool
+		err := db.QueryRow(ctx, `SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass('outbox.' || $1)`, m[1]).Scan(&invalid)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("looking for index outbox.%s: %w", m[1], err)
+		}
+		if invalid {
+			if _, err := db.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS outbox."+m[1]); err != nil {
+				return fmt.Errorf("dropping the invalid index outbox.%s a failed build left: %w", m[1], err)
+			}
+		}
+		if _, err := db.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("building index outbox.%s (indexes.sql): %w", m[1], err)
+		}
+	}
+	return nil
+}
+
+// PrintIndexes writes indexes.sql's statements, each to run on its own,
+// outside a transaction.
+func PrintIndexes(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "\n-- outbox indexes built CONCURRENTLY: run each on its own, outside a transaction\n%s\n",
+		strings.Join(OnlineIndexes(), "\n"))
 	return err
 }

@@ -204,3 +204,33 @@ func TestMigrations_ResendLeavesTheAttemptLimitToTheRelayUnlessTheEventSetsOne(t
 		t.Fatalf("%d rows without max_attempts after Down to 4, which requires one", n)
 	}
 }
+
+func TestMigrations_IndexesAreBuiltOnlineAndAnInvalidOneIsBuiltAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Indexes(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	want := len(migrations.OnlineIndexes())
+	valid := `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE c.relname IN ('events_key_idx', 'mapped_events_key_idx', 'deliveries_skipped_idx', 'deliveries_reason_idx',
+		                    'deliveries_pending_created_idx') AND i.indisvalid`
+	if n := pgtest.Count(t, pool, valid); n != want || want != 5 {
+		t.Fatalf("%d valid indexes of indexes.sql's %d, want 5", n, want)
+	}
+	// What a cancelled CREATE INDEX CONCURRENTLY leaves: an invalid index,
+	// which IF NOT EXISTS alone would keep.
+	if _, err := pool.Exec(ctx, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'outbox.events_key_idx'::regclass`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Indexes(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if n := pgtest.Count(t, pool, valid); n != want {
+		t.Errorf("after building again: %d valid indexes, want %d", n, want)
+	}
+}

@@ -41,6 +41,11 @@ func (b *bench) backfillPhase(ctx context.Context) error {
 		}
 	}
 	b.res = append(b.res, res)
+	if b.o.consoleRuns > 0 {
+		if err := b.consolePhase(ctx); err != nil {
+			return err
+		}
+	}
 	b.dropSlot(ctx, "bench_backfill")
 	return b.exec(ctx, `TRUNCATE outbox.events CASCADE`)
 }

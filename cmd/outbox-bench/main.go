@@ -24,6 +24,7 @@ type options struct {
 	trace                                   string
 	events, big, conns, drainRuns, purge    int
 	stallDrains, backfill, brokerPID        int
+	consoleRuns                             int
 	relayArgs, relayEnv                     []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&o.events, "events", 200000, "events for the drain phases")
 	flag.IntVar(&o.drainRuns, "drain-runs", 3, "how many times to run the three drain phases; each row reports the median run")
 	flag.IntVar(&o.stallDrains, "stall-drains", 0, "only repeat the relay's drain of --events this many times and count the drains in which the stream went silent (a stall the watchdog ended); 0 runs the normal phases")
+	flag.IntVar(&o.consoleRuns, "console-runs", 20, "after the backfill, requests of each operator console page on its status rows, timed (0 skips the phase)")
 	flag.IntVar(&o.backfill, "backfill-events", 1000000, "events written before the relay's first start, which it delivers through its backfill (0 skips the phase)")
 	flag.IntVar(&o.brokerPID, "broker-pid", 0, "the development broker's process id, to report its CPU per phase (0: not reported)")
 	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")

@@ -11,12 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/outbox-relay/outbox-relay/internal/console"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/relay"
 )
 
 func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -66,18 +65,19 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 // the outbox schema, and returns the console over it; closeDB closes the
 // pool. The console command and run's --console-addr both use it.
 func openConsole(ctx context.Context, flag, dbURL string, cfg console.Config) (c *console.Console, closeDB func(), err error) {
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", flag, err)
+	// The relay's pools: keepalives, and statements planned for their
+	// values at each execution.
+	st, err := store.Open(dbURL, relay.ReplicationTimeoutDefault)
+	if err != nil { // "--database-url: ...": say which flag
+		return nil, nil, fmt.Errorf("%s: %w", flag, errors.Unwrap(err))
 	}
-	st := store.New(pool)
 	if err := checkSchema(ctx, st); err != nil {
-		pool.Close()
+		st.Close()
 		return nil, nil, fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
 	}
 	if c, err = console.New(st, cfg); err != nil {
-		pool.Close()
+		st.Close()
 		return nil, nil, err
 	}
-	return c, pool.Close, nil
+	return c, st.Close, nil
 }

@@ -41,7 +41,7 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}
 	defer closeDB()
 	if count {
-		n, err := st.CountFailed(ctx, filter)
+		n, err := st.CountFailed(ctx, filter, 0)
 		if err != nil {
 			return err
 		}

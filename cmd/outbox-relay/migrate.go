@@ -70,6 +70,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return err
 	}
+	if err := migrations.Indexes(ctx, conn); err != nil {
+		return err
+	}
 	if roles {
 		if err := migrations.Roles(ctx, conn); err != nil {
 			return err
@@ -94,6 +97,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 // (as set) and what the mapped tables need.
 func printSchema(w io.Writer, publication string, mapped []*mapping.Table, set mappedSetup) error {
 	if err := migrations.Print(w); err != nil {
+		return err
+	}
+	if err := migrations.PrintIndexes(w); err != nil {
 		return err
 	}
 	if set.roles {

@@ -11,6 +11,7 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,13 @@ type Config struct {
 	// RelayMetrics are running relays' metrics URLs: the overview shows
 	// each one's role, breaker and slot lag.
 	RelayMetrics []string
+	// Walk is how many rows a page of the event list reads at most to find
+	// its events (store.EventsWalkDefault when 0): a filter few rows match
+	// searches a big table a step per page.
+	Walk int
+	// Bounds bound the overview's counts (store.OverviewBoundsDefault
+	// for zero fields).
+	Bounds store.OverviewBounds
 }
 
 // Validate refuses what would expose the console: a non-loopback address
@@ -90,8 +98,16 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		return nil, err
 	}
 	tmpl, err := template.New("").Funcs(template.FuncMap{
-		"age":  func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
-		"list": func(s ...string) []string { return s },
+		"age":   func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+		"list":  func(s ...string) []string { return s },
+		"count": showCount,
+		"num":   func(n any) string { return showCount(store.Count{N: reflectInt(n)}) },
+		"cell": func(c store.Count) string { // a table's cell: blank for none
+			if c == (store.Count{}) {
+				return ""
+			}
+			return showCount(c)
+		},
 	}).ParseFS(templates, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -179,3 +195,30 @@ func (c *Console) admin(next http.HandlerFunc) http.HandlerFunc {
 }
 
 var errBadID = errors.New("not an event id")
+
+// showCount shows a count: "1,234", "≈ 1,234" when estimated, "1,234+"
+// when counted up to a bound.
+func showCount(c store.Count) string {
+	n := strconv.FormatInt(c.N, 10)
+	for i := len(n) - 3; i > 0; i -= 3 {
+		n = n[:i] + "," + n[i:]
+	}
+	switch {
+	case c.Estimated:
+		return "≈ " + n
+	case c.AtLeast:
+		return n + "+"
+	}
+	return n
+}
+
+// reflectInt reads a template's integer.
+func reflectInt(n any) int64 {
+	switch n := n.(type) {
+	case int:
+		return int64(n)
+	case int64:
+		return n
+	}
+	return 0
+}

@@ -2,10 +2,12 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -117,13 +119,15 @@ func TestConsole_ShowsTheDatabasesCountsAndErrorTextAsText(t *testing.T) {
 	t.Parallel()
 	srv, _, _ := serve(t, "")
 	code, body := get(t, srv, "/", readToken)
-	for _, want := range []string{"<td>orders</td><td>FAILED</td><td class=\"n\">2</td>", "<td>payments</td><td>SENT</td><td class=\"n\">1</td>",
+	// The counts table: PENDING, PROCESSING, FAILED, SENT, SKIPPED.
+	for _, want := range []string{`<td>orders</td><td class="n"></td><td class="n"></td><td class="n">2</td><td class="n"></td>`,
+		`<td>payments</td><td class="n"></td><td class="n"></td><td class="n"></td><td class="n">1</td>`,
 		"INVALID_TOPIC</a></td><td class=\"n\">2</td>"} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("overview lacks %s:\n%s", want, body)
 		}
 	}
-	if !strings.Contains(body, `<tr><th>FAILED</th><td class="n">2</td>`) || !strings.Contains(body, `id="pause"`) {
+	if !strings.Contains(body, `id="total-FAILED">2</td>`) || !strings.Contains(body, `id="pause"`) {
 		t.Errorf("overview: no FAILED total of 2 or no pause button:\n%s", body)
 	}
 	if code, js := get(t, srv, "/static/console.js", readToken); code != http.StatusOK || !strings.Contains(js, "data-refresh") {
@@ -252,5 +256,34 @@ func TestConsole_ListsEventsByFilterAndShowsOneWithItsPayloadOnlyWhenAsked(t *te
 	}
 	if code, _ = get(t, srv, "/events/00000000-0000-0000-0000-000000000000", readToken); code != http.StatusNotFound {
 		t.Errorf("an unknown event: %d", code)
+	}
+}
+
+func TestConsole_AFilterFewRowsMatchSaysHowFarItSearchedAndSearchesOn(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	ids := []string{"01a20000-0000-7000-8000-000000000001", "01a20000-0000-7000-8000-000000000002",
+		"01a20000-0000-7000-8000-000000000003"} // oldest first; the newest is not of topic orders
+	if _, err := pool.Exec(context.Background(), `
+		WITH ev AS (INSERT INTO outbox.events (id, topic, key, payload) VALUES
+			($1, 'orders', 'k1', '{}'), ($2, 'orders', 'k2', '{}'), ($3, 'payments', 'k3', '{}') RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`, ids[0], ids[1], ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	// A walk of one row a page: the newest row (payments) does not match.
+	c, err := console.New(store.New(pgtest.Pool(t, pgtest.OperatorURL(dbURL))), console.Config{Walk: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	code, body := get(t, srv, "/events?topic=orders", "")
+	link := regexp.MustCompile(`<a id="next" href="([^"]+)">search older events</a>`).FindStringSubmatch(body)
+	if code != http.StatusOK || !strings.Contains(body, `id="walked"`) || link == nil || strings.Contains(body, ids[1]) {
+		t.Fatalf("first page: %d, want no row, the walk said and a link to search on:\n%s", code, body)
+	}
+	_, body = get(t, srv, html.UnescapeString(link[1]), "")
+	if !strings.Contains(body, ids[1]) || strings.Contains(body, ids[0]) || !strings.Contains(body, "search older events") {
+		t.Errorf("searching on: want the second orders event alone, and a link to search on:\n%s", body)
 	}
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -20,7 +21,11 @@ type eventsData struct {
 	Since  string // the filter's times as typed
 	Until  string
 	Events []store.EventRow
-	Next   string // the query of the next page; "" when this is the last
+	Next   string // the next page's address; "" when this is the last
+	// Walked says the page searched as many rows as one may without
+	// filling up: Next searches on.
+	Walked bool
+	Walk   int
 }
 
 // events lists status rows by filter, newest first, paged by keyset. A
@@ -49,22 +54,21 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	rows, err := c.st.EventsPage(r.Context(), f, before, eventsPageSize+1)
+	p, err := c.st.EventsPage(r.Context(), f, before, eventsPageSize, c.cfg.Walk)
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	d.Events = rows
-	if len(rows) > eventsPageSize {
-		d.Events = rows[:eventsPageSize]
+	d.Events, d.Walked, d.Walk = p.Rows, p.Walked, cmp.Or(c.cfg.Walk, store.EventsWalkDefault)
+	if p.Before != "" {
 		next := url.Values{}
 		for k, v := range q {
 			if k != "before" && k != "lookup" && v[0] != "" {
 				next.Set(k, v[0])
 			}
 		}
-		next.Set("before", d.Events[eventsPageSize-1].EventID)
-		d.Next = next.Encode()
+		next.Set("before", p.Before)
+		d.Next = c.cfg.Prefix + "/events?" + next.Encode()
 	}
 	c.render(w, r, "events.html", "Events", d)
 }

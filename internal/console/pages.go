@@ -59,31 +59,43 @@ const overviewRefresh = 5
 
 // overviewData is the overview page's.
 type overviewData struct {
-	*store.Overview
-	Counts        store.DeliveryCounts
-	OldestPending time.Duration
-	Held          []store.HeldKey
-	Relays        []*metrics.RelayState
+	Slots        []store.Slot
+	Counts       *store.OverviewCounts
+	Statuses     []string
+	Failed       []store.ReasonCount
+	FailedCapped bool // Failed counts the first FailedBound FAILED rows
+	FailedBound  int
+	Held         []store.HeldKey
+	Relays       []*metrics.RelayState
 }
 
+// overviewBound is how many FAILED rows the overview's reasons count.
+const overviewBound = 10000
+
+// overview reads only what stays fast on millions of status rows: counts
+// bounded or estimated (store.OverviewCounts), FAILED reasons of a bounded
+// number of rows, slots and held keys from their indexes.
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
-	o, err := c.st.Overview(r.Context())
+	ctx := r.Context()
+	d := overviewData{Statuses: store.Statuses(), Relays: c.relays(ctx), FailedBound: overviewBound}
+	var err error
+	if d.Slots, err = c.st.Slots(ctx); err == nil {
+		if d.Counts, err = c.st.OverviewCounts(ctx, c.cfg.Bounds); err == nil {
+			if d.Failed, err = c.st.FailedByReason(ctx, overviewBound); err == nil {
+				d.Held, err = c.st.HeldKeys(ctx, "", 20)
+			}
+		}
+	}
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	held, err := c.st.HeldKeys(r.Context(), "", 20)
-	if err != nil {
-		c.fail(w, err)
-		return
+	var failed int64
+	for _, f := range d.Failed {
+		failed += f.Events
 	}
-	counts, err := c.st.Counts(r.Context())
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	c.render(w, r, "overview.html", "Overview", overviewData{Overview: o, Counts: counts,
-		OldestPending: counts.OldestPendingAge.Round(time.Second), Held: held, Relays: c.relays(r.Context())})
+	d.FailedCapped = failed >= overviewBound
+	c.render(w, r, "overview.html", "Overview", d)
 }
 
 // relayTimeout bounds how long the overview waits for a relay's metrics.
@@ -109,8 +121,8 @@ const failedPageSize = 50
 type failedData struct {
 	Filter store.FailedFilter
 	Events []store.Failed
-	Count  int64
-	Next   string // the query of the next page; "" when this is the last
+	Count  store.Count // up to overviewBound
+	Next   string      // the next page's address; "" when this is the last
 	Shown  string // when the page was made (RFC 3339): "all matching" means as of then
 }
 
@@ -127,12 +139,12 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	n, err := c.st.CountFailed(r.Context(), f)
+	n, err := c.st.CountFailed(r.Context(), f, overviewBound)
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	d := failedData{Filter: f, Events: events, Count: n, Shown: c.now().UTC().Format(time.RFC3339Nano)}
+	d := failedData{Filter: f, Events: events, Count: store.Count{N: n, AtLeast: n >= overviewBound}, Shown: c.now().UTC().Format(time.RFC3339Nano)}
 	if len(events) > failedPageSize {
 		d.Events = events[:failedPageSize]
 		next := url.Values{"after": {d.Events[failedPageSize-1].EventID}}
@@ -141,7 +153,7 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 				next.Set(k, v)
 			}
 		}
-		d.Next = next.Encode()
+		d.Next = c.cfg.Prefix + "/failed?" + next.Encode()
 	}
 	c.render(w, r, "failed.html", "FAILED events", d)
 }
@@ -164,6 +176,7 @@ type action struct {
 	IDs     []string
 	Match   *store.FailedFilter // every matching FAILED event; nil: IDs
 	Count   int64               // how many rows it will change, at most
+	AtLeast bool                // Count is the bound: more will change
 	Confirm url.Values          // the form that confirms it
 }
 
@@ -179,10 +192,11 @@ func (c *Console) act(name string) http.HandlerFunc {
 		}
 		if r.PostFormValue("confirm") != "yes" {
 			if a.Match != nil {
-				if a.Count, err = c.st.CountFailed(r.Context(), *a.Match); err != nil {
+				if a.Count, err = c.st.CountFailed(r.Context(), *a.Match, overviewBound); err != nil {
 					c.fail(w, err)
 					return
 				}
+				a.AtLeast = a.Count >= overviewBound
 			}
 			c.render(w, r, "confirm.html", "Confirm: "+name, a)
 			return

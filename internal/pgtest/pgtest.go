@@ -72,6 +72,9 @@ func migratedTemplate(t testing.TB) string {
 			return
 		}
 		if _, templateErr = migrations.Up(ctx, tc); templateErr == nil {
+			templateErr = migrations.Indexes(ctx, tc)
+		}
+		if templateErr == nil {
 			templateErr = relayRole(ctx, tc)
 		}
 		tc.Close(ctx)
@@ -206,6 +209,9 @@ func Migrate(t testing.TB, dbURL string) {
 	}
 	defer conn.Close(ctx)
 	if _, err := migrations.Up(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Indexes(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	if err := relayRole(ctx, conn); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	_ "embed" // the statements
 	"errors"
@@ -13,6 +14,12 @@ import (
 var (
 	//go:embed sql/events_page.sql
 	eventsPageSQL string
+	//go:embed sql/events_walk_end.sql
+	eventsWalkEndSQL string
+	//go:embed sql/events_page_key.sql
+	eventsPageKeySQL string
+	//go:embed sql/events_key_walk_end.sql
+	eventsKeyWalkEndSQL string
 	//go:embed sql/event.sql
 	eventSQL string
 )
@@ -33,16 +40,67 @@ type EventRow struct {
 	Source                                                    string // outbox.events or a mapped table
 }
 
+// EventsPage is a page of the console's event list.
+type EventsPage struct {
+	Rows []EventRow
+	// Before is where the next page starts (its before), "" when the walk
+	// reached the oldest row.
+	Before string
+	// Walked says the page holds fewer rows than asked because it read as
+	// many rows as it may (walk) without finding them: the next page goes
+	// on searching from Before.
+	Walked bool
+}
+
+// EventsWalkDefault is how many status rows (or events of a key) one
+// page of the event list reads at most to find its rows: a filter that
+// few rows match pages through a big table in bounded steps.
+const EventsWalkDefault = 20000
+
 // EventsPage lists up to limit status rows matching f, newest event id
-// first, before the event with id before ("" for the first page).
-func (s *Store) EventsPage(ctx context.Context, f EventFilter, before string, limit int) ([]EventRow, error) {
-	return collect(ctx, s.db, "listing events", func(r pgx.CollectableRow) (EventRow, error) {
+// first, before the event with id before ("" for the first page), reading
+// at most walk rows (EventsWalkDefault when 0) to find them. A key filter
+// walks the key's events (their key index); the others walk the status
+// rows, by status or reason from their indexes.
+func (s *Store) EventsPage(ctx context.Context, f EventFilter, before string, limit, walk int) (*EventsPage, error) {
+	walk = cmp.Or(walk, EventsWalkDefault)
+	pageSQL := eventsPageSQL
+	if f.Key != "" {
+		pageSQL = eventsPageKeySQL
+	}
+	// QueryExecModeExec: planned for these values, so that a NULL filter
+	// drops out and the right index is used.
+	rows, err := collect(ctx, s.db, "listing events", func(r pgx.CollectableRow) (EventRow, error) {
 		var x EventRow
 		err := r.Scan(&x.EventID, &x.Status, &x.Topic, &x.Key, &x.EventType, &x.Reason, &x.LastError, &x.Attempts,
 			&x.UpdatedAt, &x.Source)
 		return x, err
-	}, eventsPageSQL, nullable(before), nullable(f.Status), nullable(f.Topic), nullable(f.Key), nullable(f.EventType),
-		nullable(f.Reason), f.Since, f.Until, limit)
+	}, pageSQL, pgx.QueryExecModeExec, nullable(before), nullable(f.Status), nullable(f.Topic), nullable(f.Key),
+		nullable(f.EventType), nullable(f.Reason), f.Since, f.Until, limit+1, walk)
+	if err != nil {
+		return nil, err
+	}
+	p := &EventsPage{Rows: rows}
+	if len(rows) > limit {
+		p.Rows = rows[:limit]
+		p.Before = p.Rows[limit-1].EventID
+		return p, nil
+	}
+	var end string
+	if f.Key != "" {
+		err = s.db.QueryRow(ctx, eventsKeyWalkEndSQL, pgx.QueryExecModeExec, nullable(before), f.Key, walk).Scan(&end)
+	} else {
+		err = s.db.QueryRow(ctx, eventsWalkEndSQL, pgx.QueryExecModeExec, nullable(before), nullable(f.Status),
+			nullable(f.Reason), walk).Scan(&end)
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // the walk reached the oldest row
+	case err != nil:
+		return nil, fmt.Errorf("listing events: where the walk ended: %w", err)
+	default:
+		p.Before, p.Walked = end, true
+	}
+	return p, nil
 }
 
 // EventDetail is an event's status row and what is left of the event.

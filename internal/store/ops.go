@@ -61,10 +61,14 @@ func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after string, li
 	}, failedPageSQL, append(f.args(), nullable(after), limit)...)
 }
 
-// CountFailed counts the FAILED events matching f.
-func (s *Store) CountFailed(ctx context.Context, f FailedFilter) (int64, error) {
+// CountFailed counts the FAILED events matching f, up to limit (0: all).
+func (s *Store) CountFailed(ctx context.Context, f FailedFilter, limit int) (int64, error) {
 	var n int64
-	if err := s.db.QueryRow(ctx, failedCountSQL, f.args()...).Scan(&n); err != nil {
+	var bound *int
+	if limit > 0 {
+		bound = &limit
+	}
+	if err := s.db.QueryRow(ctx, failedCountSQL, append(f.args(), bound)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting failed events: %w", err)
 	}
 	return n, nil

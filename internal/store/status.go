@@ -70,14 +70,11 @@ type Overview struct {
 }
 
 // Overview reads the slots, the counts per topic and status, and FAILED
-// events by reason.
+// events by reason: every status row (the console reads OverviewCounts).
 func (s *Store) Overview(ctx context.Context) (*Overview, error) {
 	o := &Overview{}
 	var err error
-	if o.Slots, err = collect(ctx, s.db, "reading slots", func(r pgx.CollectableRow) (Slot, error) {
-		var x Slot
-		return x, r.Scan(&x.Name, &x.Plugin, &x.Active, &x.ActivePID, &x.WALStatus, &x.LagBytes, &x.Failover, &x.Synced)
-	}, statusSlotsSQL); err != nil {
+	if o.Slots, err = s.Slots(ctx); err != nil {
 		return nil, err
 	}
 	if o.StandbySlots, err = s.StandbySlots(ctx); err != nil {
@@ -94,13 +91,31 @@ func (s *Store) Overview(ctx context.Context) (*Overview, error) {
 	}, statusTopicsSQL); err != nil {
 		return nil, err
 	}
-	if o.Failed, err = collect(ctx, s.db, "reading failures by reason", func(r pgx.CollectableRow) (ReasonCount, error) {
-		var x ReasonCount
-		return x, r.Scan(&x.Reason, &x.Events)
-	}, statusFailedSQL); err != nil {
+	if o.Failed, err = s.FailedByReason(ctx, 0); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// Slots reads the database's replication slots.
+func (s *Store) Slots(ctx context.Context) ([]Slot, error) {
+	return collect(ctx, s.db, "reading slots", func(r pgx.CollectableRow) (Slot, error) {
+		var x Slot
+		return x, r.Scan(&x.Name, &x.Plugin, &x.Active, &x.ActivePID, &x.WALStatus, &x.LagBytes, &x.Failover, &x.Synced)
+	}, statusSlotsSQL)
+}
+
+// FailedByReason counts FAILED events by reason, most first, of at most
+// limit FAILED rows (0: all).
+func (s *Store) FailedByReason(ctx context.Context, limit int) ([]ReasonCount, error) {
+	var bound *int
+	if limit > 0 {
+		bound = &limit
+	}
+	return collect(ctx, s.db, "reading failures by reason", func(r pgx.CollectableRow) (ReasonCount, error) {
+		var x ReasonCount
+		return x, r.Scan(&x.Reason, &x.Events)
+	}, statusFailedSQL, bound)
 }
 
 // StandbySlots reads the standbys' slots named in synchronized_standby_slots

@@ -1,0 +1,22 @@
+-- Indexes built CONCURRENTLY, after the migrations, by `outbox-relay
+-- migrate`: writers are not blocked while they build, whatever the tables'
+-- size (a migration runs in a transaction, where CONCURRENTLY cannot). No
+-- statement needs them to be right, only to be fast: the operator
+-- console's pages on millions of status rows (internal/store/sql/events_*.sql,
+-- overview_*.sql). One statement per paragraph; each is idempotent, and an
+-- index a failed build left invalid is dropped and built again.
+
+-- The event list filtered by key, and lookup by key: outbox.events' and
+-- the kept records' rows of a key, newest first.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS events_key_idx ON outbox.events (key, id) WHERE key IS NOT NULL;
+
+CREATE INDEX CONCURRENTLY IF NOT EXISTS mapped_events_key_idx ON outbox.mapped_events (key, id) WHERE key IS NOT NULL;
+
+-- The event list filtered by status SKIPPED (the others have theirs).
+CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_skipped_idx ON outbox.deliveries (event_id) WHERE status = 'SKIPPED';
+
+-- The event list filtered by reason: the rows that have one are few.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_reason_idx ON outbox.deliveries (failure_reason, event_id) WHERE failure_reason IS NOT NULL;
+
+-- The age of the oldest PENDING event, on the overview.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_pending_created_idx ON outbox.deliveries (created_at) WHERE status = 'PENDING';
