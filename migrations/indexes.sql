@@ -12,8 +12,11 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS events_key_idx ON outbox.events (key, id
 
 CREATE INDEX CONCURRENTLY IF NOT EXISTS mapped_events_key_idx ON outbox.mapped_events (key, id) WHERE key IS NOT NULL;
 
--- The event list filtered by status SKIPPED (the others have theirs).
-CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_skipped_idx ON outbox.deliveries (event_id) WHERE status = 'SKIPPED';
+-- The event list filtered by a status other than SENT, newest first: read
+-- in event id order, the planner no longer walks the primary key hoping to
+-- meet such rows soon (FAILED rows among the oldest of a million took 0.4
+-- to 1 s that way). SENT rows, most of the table, are not in it.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_status_idx ON outbox.deliveries (status, event_id) WHERE status <> 'SENT';
 
 -- The event list filtered by reason: the rows that have one are few.
 CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_reason_idx ON outbox.deliveries (failure_reason, event_id) WHERE failure_reason IS NOT NULL;

@@ -217,7 +217,7 @@ func TestMigrations_IndexesAreBuiltOnlineAndAnInvalidOneIsBuiltAgain(t *testing.
 	}
 	want := len(migrations.OnlineIndexes())
 	valid := `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		WHERE c.relname IN ('events_key_idx', 'mapped_events_key_idx', 'deliveries_skipped_idx', 'deliveries_reason_idx',
+		WHERE c.relname IN ('events_key_idx', 'mapped_events_key_idx', 'deliveries_status_idx', 'deliveries_reason_idx',
 		                    'deliveries_pending_created_idx') AND i.indisvalid`
 	if n := pgtest.Count(t, pool, valid); n != want || want != 5 {
 		t.Fatalf("%d valid indexes of indexes.sql's %d, want 5", n, want)
