@@ -208,7 +208,7 @@ func (r *Relay) backfill(ctx context.Context, snap *store.Store, d *direct) erro
 // snap sees without a status row in the mapped tables that have order
 // columns (mapped_walk.go), and returns how many it wrote.
 func (r *Relay) backfillMapped(ctx context.Context, snap *store.Store) (int64, error) {
-	pender := newMappedPender(r.settle, r.metrics, r.cfg.Retry.JSON())
+	pender := newMappedPender(r.settle, r.metrics, r.cfg.Retry.JSON(), r.ce)
 	floor := r.cfg.mappedFloor(time.Now())
 	var total int64
 	for _, t := range r.cfg.mapped() {

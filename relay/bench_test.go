@@ -25,7 +25,7 @@ func benchRow() (*cdc.Relation, [][]byte) {
 // BenchmarkBuildMessage: an outbox row to a Kafka message.
 func BenchmarkBuildMessage(b *testing.B) {
 	rel, values := benchRow()
-	l, err := newLayout(rel)
+	l, err := newLayout(rel, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

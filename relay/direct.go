@@ -27,7 +27,8 @@ type direct struct {
 	metrics *metrics.Metrics
 	tally   *metrics.Tally
 	hold    bool
-	policy  []byte // the configured retry policy's JSON, for the rows it writes
+	policy  []byte    // the configured retry policy's JSON, for the rows it writes
+	ce      *ceWriter // nil: records are not CloudEvents
 
 	waiting map[string]struct{} // appendKey
 	// all: more keys wait than waiting keeps: every event with a key does.
@@ -40,7 +41,7 @@ type direct struct {
 // newDirect returns a direct delivery for which the keys waiting wait.
 func (r *Relay) newDirect(pub *kafka.Publisher, waiting []store.QueuedKey) *direct {
 	d := &direct{pub: pub, settle: r.settle, log: r.log, metrics: r.metrics, tally: r.metrics.NewTally(),
-		hold: r.hold(), policy: r.cfg.Retry.JSON(), waiting: make(map[string]struct{}, len(waiting))}
+		hold: r.hold(), policy: r.cfg.Retry.JSON(), ce: r.ce, waiting: make(map[string]struct{}, len(waiting))}
 	for _, k := range waiting {
 		d.buf = appendKey(d.buf[:0], k.Topic, []byte(k.Key))
 		d.waiting[string(d.buf)] = struct{}{}
@@ -79,7 +80,7 @@ func (d *direct) waits(e *event, wait bool) bool {
 // deliver delivers a page of events in insertion order, writing their rows
 // through st, and returns how many rows it wrote.
 func (d *direct) deliver(ctx context.Context, st *store.Store, page *store.EventPage) (int64, error) {
-	b, err := loadBatch(page.Events, len(page.Values), time.Now(), func(i int) [][]byte { return page.Values[i] })
+	b, err := loadBatch(page.Events, d.ce, len(page.Values), time.Now(), func(i int) [][]byte { return page.Values[i] })
 	if err != nil {
 		return 0, err
 	}

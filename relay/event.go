@@ -21,11 +21,13 @@ var ErrBadTable = errors.New("outbox.events cannot be relayed")
 type layout struct {
 	id, topic, key, payload, headers, eventType, createdAt, maxAttempts int
 	rel                                                                 *cdc.Relation
+	ce                                                                  *ceWriter // nil: not CloudEvents
 }
 
-func newLayout(rel *cdc.Relation) (*layout, error) {
+func newLayout(rel *cdc.Relation, ce *ceWriter) (*layout, error) {
 	l := &layout{
 		rel:       rel,
+		ce:        ce,
 		id:        rel.ColumnIndex("id"),
 		topic:     rel.ColumnIndex("topic"),
 		key:       rel.ColumnIndex("key"),
@@ -73,6 +75,12 @@ type event struct {
 	// has events the backfill has yet to give a row), so its row waits
 	// until the backfill has finished (store.UntilBackfilled).
 	afterBackfill bool
+	// cloud: the record is a CloudEvent; its first plain headers are the
+	// event's own (with the relay's), the rest the encoding's. ceAttrs are
+	// a mapped event's CloudEvents attributes, kept with its record.
+	cloud   bool
+	plain   int
+	ceAttrs []mapping.Header
 }
 
 // deferred reports whether e was not sent and is queued as a PENDING row:
@@ -89,6 +97,9 @@ func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 	if err == nil {
 		ev.ID = e.id
 		err = e.Build(ev)
+	}
+	if err == nil && l.ce != nil {
+		err = l.ce.outboxEvent(e, ev.EventType, ev.Timestamp)
 	}
 	if err != nil {
 		e.invalid = err.Error()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -32,15 +33,17 @@ func (r *Relay) layoutFor(rel *cdc.Relation) (filler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
 		}
-		return &mappedLayout{source: t.QualifiedName(), bound: b}, nil
+		return &mappedLayout{source: t.QualifiedName(), bound: b, table: t, ce: r.ce}, nil
 	}
-	return newLayout(rel)
+	return newLayout(rel, r.ce)
 }
 
 // mappedLayout reads rows of a mapped table.
 type mappedLayout struct {
 	source string // schema.table
 	bound  *mapping.Bound
+	table  *mapping.Table
+	ce     *ceWriter // nil: not CloudEvents
 }
 
 // fill makes e's record from the row through the mapping, and e.copy: the
@@ -63,6 +66,10 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 		err = e.Build(kafka.Event{ID: e.id, Topic: []byte(rec.Topic), Key: rec.Key, Value: rec.Value,
 			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
 			Partition: rec.Partition, Partitioned: rec.Partition >= 0})
+	}
+	if err == nil && m.ce != nil {
+		e.ceAttrs = rec.CE
+		err = m.ce.mappedEvent(e, m.table, m.source, rec.ID, rec.EventType, rec.Timestamp, rec.CE)
 	}
 	if err != nil {
 		e.invalid = fmt.Sprintf("%s: %v", m.source, err)
@@ -90,10 +97,17 @@ func placed(hs []mapping.Header) []kafka.Header {
 func (e *event) keptCopy() *store.Copy {
 	c := e.copy
 	if c.Topic != "" && c.Headers == nil {
-		for _, h := range e.Record.Headers {
+		hs := e.Record.Headers
+		if e.cloud { // the encoding's headers are made again from the copy
+			hs = hs[:e.plain]
+		}
+		for _, h := range hs {
 			if k := string(h.Key); k != kafka.HeaderEventID && k != kafka.HeaderEventType {
 				c.Headers = append(c.Headers, [2]string{k, string(h.Value)})
 			}
+		}
+		for _, a := range e.ceAttrs {
+			c.Headers = append(c.Headers, [2]string{ceAttributePrefix + string(a.Name), string(a.Value)})
 		}
 	}
 	return c
@@ -101,21 +115,30 @@ func (e *event) keptCopy() *store.Copy {
 
 // fillFromCopy makes e's record from the copy kept of a mapped event (the
 // poller's retries and resends: the row may be gone).
-func fillFromCopy(e *event, id [16]byte, c *store.Copy) {
+func fillFromCopy(e *event, id [16]byte, c *store.Copy, ce *ceWriter, t *mapping.Table) {
 	*e = event{id: id, copy: c} // copy: counted by table
 	var err error
+	var attrs []mapping.Header
 	switch {
 	case c == nil:
 		err = errors.New("the record of this mapped event is gone (its outbox.mapped_events row was purged)")
 	case c.Topic == "":
 		err = fmt.Errorf("%s id %s could not be mapped to a record when it was streamed; no record was kept", c.Source, c.SourceID)
 	default:
-		hs := make([]kafka.Header, len(c.Headers))
-		for i, h := range c.Headers {
-			hs[i] = kafka.Header{Key: []byte(h[0]), Value: []byte(h[1])}
+		hs := make([]kafka.Header, 0, len(c.Headers))
+		for _, h := range c.Headers {
+			if name, ok := strings.CutPrefix(h[0], ceAttributePrefix); ok && ce != nil {
+				attrs = append(attrs, mapping.Header{Name: []byte(name), Value: []byte(h[1])})
+				continue
+			}
+			hs = append(hs, kafka.Header{Key: []byte(h[0]), Value: []byte(h[1])})
 		}
 		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.Key, Value: c.Value, Placed: hs,
 			EventType: c.EventType, Timestamp: c.CreatedAt, Partition: c.Partition, Partitioned: c.Partition >= 0})
+	}
+	if err == nil && ce != nil {
+		e.ceAttrs = attrs
+		err = ce.mappedEvent(e, t, c.Source, c.SourceID, c.EventType, c.CreatedAt, attrs)
 	}
 	if err != nil {
 		e.invalid = err.Error()

@@ -26,10 +26,11 @@ type mappedPender struct {
 	tally  *metrics.Tally
 	policy []byte // the configured retry policy's JSON, for the rows it writes
 	rows   store.Outcomes
+	ce     *ceWriter // nil: records are not CloudEvents
 }
 
-func newMappedPender(s *settler, m *metrics.Metrics, policy []byte) *mappedPender {
-	return &mappedPender{settle: s, tally: m.NewTally(), policy: policy}
+func newMappedPender(s *settler, m *metrics.Metrics, policy []byte, ce *ceWriter) *mappedPender {
+	return &mappedPender{settle: s, tally: m.NewTally(), policy: policy, ce: ce}
 }
 
 // pend gives the rows of page, read from t, PENDING rows due now with their
@@ -44,7 +45,7 @@ func (p *mappedPender) pend(ctx context.Context, st *store.Store, t *mapping.Tab
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadTable, err)
 	}
-	l := &mappedLayout{source: t.QualifiedName(), bound: bound}
+	l := &mappedLayout{source: t.QualifiedName(), bound: bound, table: t, ce: p.ce}
 	p.rows.Reset()
 	for i, values := range page.Values {
 		var e event

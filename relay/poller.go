@@ -120,6 +120,10 @@ type pollerDeps struct {
 	turned  func()           // called after each round; nil: nothing
 	// hold: FAILED rows hold their key (--failed-key-policy=hold).
 	hold bool
+	// ce writes records as CloudEvents (nil: not); tables are the mapped
+	// tables, for their kept records' CloudEvents attributes.
+	ce     *ceWriter
+	tables []*mapping.Table
 	// wake ends the pause between rounds early: the stream waits for the
 	// queue to drain. nil: never.
 	wake <-chan struct{}
@@ -430,13 +434,13 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	p.metrics.Claimed.Add(float64(len(claimed.Rows)))
-	b, err := loadBatch(claimed.Events, len(claimed.Rows), p.now(), func(i int) [][]byte { return claimed.Rows[i].Values })
+	b, err := loadBatch(claimed.Events, p.ce, len(claimed.Rows), p.now(), func(i int) [][]byte { return claimed.Rows[i].Values })
 	if err != nil {
 		return 0, err
 	}
 	for i, row := range claimed.Rows {
 		if row.Mapped {
-			fillFromCopy(&b.events[i], row.EventID, row.Copy)
+			fillFromCopy(&b.events[i], row.EventID, row.Copy, p.ce, tableNamed(p.tables, row.Copy))
 		}
 	}
 	b.pending.Store(int32(len(b.events)) + 1)

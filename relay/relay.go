@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
@@ -105,6 +106,8 @@ type Config struct {
 	// Tables are mapped tables the stream relays beside outbox.events
 	// (--tables-config, --debezium-config). outbox.events is always relayed.
 	Tables []*mapping.Table
+	// CloudEvents writes every record as a CloudEvent (--cloudevents).
+	CloudEvents cloudevents.Config
 	// StatusInterval is how often the slot position is confirmed.
 	StatusInterval time.Duration
 	// ReplicationTimeout: when nothing at all arrives on the replication
@@ -207,6 +210,8 @@ func (c Config) Validate() error {
 		return errors.New("--database-url is required (or OUTBOX_DATABASE_URL)")
 	case c.BatchSize < 1:
 		return errors.New("--batch-size must be at least 1")
+	case c.CloudEvents.Validate() != nil:
+		return c.CloudEvents.Validate()
 	case c.MaxInFlight < c.BatchSize:
 		return fmt.Errorf("--max-in-flight (%d) must be at least --batch-size (%d)", c.MaxInFlight, c.BatchSize)
 	case c.MaxInFlightBytes < 1<<20:
@@ -280,6 +285,7 @@ type Relay struct {
 	store   *store.Store
 	settle  *settler
 	metrics *metrics.Metrics
+	ce      *ceWriter // nil: records are not CloudEvents
 
 	// What the probes (Healthy, Ready) and observe read.
 	role       atomic.Pointer[string]
@@ -314,7 +320,7 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Now != nil {
 		st = st.WithClock(cfg.Now)
 	}
-	r := &Relay{cfg: cfg, log: cfg.Logger, store: st, metrics: cfg.Metrics,
+	r := &Relay{cfg: cfg, log: cfg.Logger, store: st, metrics: cfg.Metrics, ce: newCEWriter(cfg.CloudEvents, cfg.DatabaseURL),
 		settle:    &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand},
 		pollerLog: cfg.Logger.With(zap.String("component", "poller")), wake: make(chan struct{}, 1),
 		streamDown: outage.New(cfg.Logger, "postgres replication stream")}
@@ -365,14 +371,15 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	deps := pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics,
 		pgDown: r.pollerDown, log: r.pollerLog, now: r.cfg.Now,
-		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }, hold: r.hold(), wake: r.wake}
+		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }, hold: r.hold(), wake: r.wake,
+		ce: r.ce, tables: r.cfg.Tables}
 	if r.cfg.Mode == ModePoll {
 		deps.direct, deps.maxBytes = r.newDirect(pub, nil), r.cfg.MaxInFlightBytes/4
 	}
 	if mapped := r.cfg.mapped(); len(mapped) > 0 {
 		deps.mapped, deps.mappedBytes = mapped, r.cfg.MaxInFlightBytes/4
 		deps.mappedFloor = r.cfg.mappedFloor(time.Now())
-		deps.pender = newMappedPender(r.settle, r.metrics, r.cfg.Retry.JSON())
+		deps.pender = newMappedPender(r.settle, r.metrics, r.cfg.Retry.JSON(), r.ce)
 	}
 	p := newPoller(r.cfg.Poll, slot, deps)
 	var wg sync.WaitGroup

@@ -45,8 +45,8 @@ func (b *batch) complete() {
 
 // loadBatch returns a batch of n events read from rows of rel's columns
 // (row(i) is event i's values), with now for a table without created_at.
-func loadBatch(rel *cdc.Relation, n int, now time.Time, row func(i int) [][]byte) (*batch, error) {
-	l, err := newLayout(rel)
+func loadBatch(rel *cdc.Relation, ce *ceWriter, n int, now time.Time, row func(i int) [][]byte) (*batch, error) {
+	l, err := newLayout(rel, ce)
 	if err != nil {
 		return nil, err
 	}

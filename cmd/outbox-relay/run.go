@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/console"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
@@ -106,10 +107,15 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	consoleFlags(fs, &o)
 	fs.Duration(&c.SpillAfter, "spill-after", relay.SpillAfterDefault, "once Kafka has been unavailable this long, queue events as PENDING rows instead of holding them (so PostgreSQL can recycle WAL); 0 never spills")
 	fs.String(&c.FailedKeyPolicy, "failed-key-policy", relay.FailedKeyContinue, "continue (a FAILED or retrying event lets later events of its key go out) or hold (they queue behind it until it is SENT or SKIPPED)")
+	var ceMode string
+	fs.String(&ceMode, "cloudevents", "", "write every record as a CloudEvent (the CloudEvents Kafka binding): binary (ce_ headers, the value as it is) or structured (application/cloudevents+json); empty: plain records")
+	fs.String(&c.CloudEvents.Source, "cloudevents-source", "", "every CloudEvent's source; empty: /DATABASE/SCHEMA.TABLE (a mapped table may set its own)")
+	fs.String(&c.CloudEvents.DefaultType, "cloudevents-default-type", "", "the CloudEvents type of an event without an event type; empty: such an event is FAILED INVALID_EVENT")
 	fs.Duration(&c.Retention, "retention", relay.RetentionDefault, "delete SENT events older than this with their delivery rows (one relay at a time); 0 keeps everything")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return c, o, err
 	}
+	c.CloudEvents.Mode = cloudevents.Mode(ceMode)
 	// A 0 turns these off (keep everything, never spill, no linger), which
 	// relay.Config spells as a negative value: its 0 means the default.
 	for _, d := range []*time.Duration{&c.Retention, &c.SpillAfter, &c.StatusLinger} {
@@ -173,6 +179,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		zap.String("version", version),
 		zap.String("database_url", redact.URL(cfg.DatabaseURL)),
 		zap.Strings("kafka_brokers", cfg.Kafka.Brokers), zap.Strings("topics", cfg.Kafka.Topics),
+		zap.String("cloudevents", string(cfg.CloudEvents.Mode)),
 		zap.String("mode", cfg.Mode), zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
 		zap.String("kafka_sasl_mechanism", cfg.Kafka.SASLMechanism), zap.Bool("kafka_tls", cfg.Kafka.UsesTLS()),
 		zap.Bool("kafka_tls_client_cert", cfg.Kafka.TLSCertFile != ""), zap.String("kafka_partitioner", cfg.Kafka.Partitioner))

@@ -95,7 +95,7 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 		return []string{fmt.Sprintf("%s: table %s does not exist (or is not a table)", where, t.QualifiedName())}, true, nil
 	}
 	read := &catalog{notNull: map[string]bool{},
-		ordered: cols[OrderCreatedAt].oid == OIDTimestamptz && cols[OrderSeq].oid == OIDInt8}
+		ordered: cols[OrderCreatedAt].oid == OIDTimestamptz && cols[OrderSeq].oid == OIDInt8, payloadOID: cols[t.Payload].oid}
 	defer t.catalog.Store(read)
 	for _, u := range t.Columns() {
 		c, ok := cols[u.Column]

@@ -68,6 +68,13 @@ var routerDefaults = map[string]string{
 	"table.fields.additional.error.on.missing": "true",
 	"debezium.op.invalid.behavior":             "warn",
 	"table.json.payload.null.behavior":         "ignore",
+	// Trace context: the span context column's traceparent and tracestate
+	// become the record's W3C headers. The relay starts no span of its
+	// own, so the operation name and the context-only switch change
+	// nothing.
+	"tracing.span.context.field":      "tracingspancontext",
+	"tracing.operation.name":          "debezium-read",
+	"tracing.with.context.field.only": "false",
 }
 
 // Connector options that change nothing the relay publishes, with what the
@@ -333,11 +340,7 @@ func (p *debeziumParser) table(router, name string) *Table {
 		}
 		o := strings.TrimPrefix(k, prefix)
 		if _, ok := routerDefaults[o]; !ok {
-			why := "not an option of the outbox transform the relay supports"
-			if strings.HasPrefix(o, "tracing.") {
-				why = "trace context is not supported yet"
-			}
-			p.unsupported(k, why)
+			p.unsupported(k, "not an option of the outbox transform the relay supports")
 		}
 	}
 	t := &Table{Origin: "--debezium-config " + p.file, IDHeader: "id", Options: map[string]string{
@@ -353,6 +356,12 @@ func (p *debeziumParser) table(router, name string) *Table {
 	t.Key = opt("table.field.event.key")
 	t.Payload = opt("table.field.event.payload")
 	t.Timestamp = opt("table.field.event.timestamp")
+	t.TraceContext = opt("tracing.span.context.field")
+	_, set := p.cfg[prefix+"tracing.span.context.field"]
+	t.TraceContextIfPresent = !set         // Debezium's default: read it where the table has it
+	opt("tracing.operation.name")          // the relay starts no span: nothing to name
+	opt("tracing.with.context.field.only") // nor one for events without a context
+	t.Options["trace context"] = prefix + "tracing.span.context.field"
 	t.Topic = "${" + opt("route.by.field") + "}"
 	re := strings.ReplaceAll(opt("route.topic.regex"), "(?<", "(?P<")
 	if t.TopicRegex, err = regexp.Compile(re); err != nil {

@@ -90,6 +90,18 @@ type Table struct {
 	ExpandJSON bool
 	// KeyConverter and ValueConverter serialize the key and the value.
 	KeyConverter, ValueConverter Converter
+	// TraceContext names a column holding the event's W3C trace context:
+	// a traceparent value, or Java properties text with traceparent and
+	// tracestate lines (Debezium's tracing.span.context.field). Its
+	// values become the traceparent and tracestate headers.
+	TraceContext string
+	// TraceContextIfPresent: the column is read only when the table has it
+	// (Debezium's default, tracingspancontext).
+	TraceContextIfPresent bool
+	// CESource is the table's CloudEvents source ("" for the relay's), and
+	// CEAttributes the columns that are its events' optional attributes.
+	CESource     string
+	CEAttributes []CEAttribute
 	// Origin says where the mapping came from, for errors: "--tables-config
 	// tables.json" or "--debezium-config connector.json".
 	Origin string
@@ -104,8 +116,9 @@ type Table struct {
 
 // catalog is what Check read of a table.
 type catalog struct {
-	notNull map[string]bool // which mapped columns are NOT NULL
-	ordered bool            // the order columns exist (order.go)
+	notNull    map[string]bool // which mapped columns are NOT NULL
+	ordered    bool            // the order columns exist (order.go)
+	payloadOID uint32          // the payload column's type
 }
 
 // QualifiedName is the table's schema-qualified name as users write it.
@@ -140,6 +153,12 @@ func (t *Table) Columns() []ColumnUse {
 		} else {
 			add(p.Column, "placed as "+p.Alias)
 		}
+	}
+	if !t.TraceContextIfPresent {
+		add(t.TraceContext, "trace context")
+	}
+	for _, a := range t.CEAttributes {
+		add(a.Column, "cloudevents "+a.Name)
 	}
 	return uses
 }

@@ -52,7 +52,7 @@ func TestParseDebezium_NamesEveryUnsupportedOption(t *testing.T) {
 		"transforms":             "outbox,route",
 		"transforms.outbox.type": EventRouter,
 		"transforms.outbox.table.fields.additional.placement": "p:footer",
-		"transforms.outbox.tracing.span.context.field":        "tracing",
+		"transforms.outbox.tracing.no.such.option":            "x",
 		"transforms.outbox.table.field.event.schema.version":  "v",
 		"transforms.route.type":                               "org.apache.kafka.connect.transforms.RegexRouter",
 		"value.converter":                                     "io.confluent.connect.avro.AvroConverter",
@@ -65,7 +65,7 @@ func TestParseDebezium_NamesEveryUnsupportedOption(t *testing.T) {
 		t.Fatalf("err = %v, want *Unsupported", err)
 	}
 	for _, want := range []string{"table.include.list:", "transforms.route:", "table.fields.additional.placement:",
-		"tracing.span.context.field:", "table.field.event.schema.version:", "value.converter:",
+		"tracing.no.such.option:", "table.field.event.schema.version:", "value.converter:",
 		"value.converter.schema.registry.url:", "signal.data.collection:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q:\n%v", want, err)

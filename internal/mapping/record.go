@@ -40,6 +40,9 @@ type Record struct {
 	// Seq is the row's outbox_seq (order.go), 0 without one: the key order
 	// of the event once it waits.
 	Seq int64
+	// CE are the event's optional CloudEvents attributes (CEAttributes)
+	// that are not NULL.
+	CE []Header
 }
 
 // Bound is a Table read against one version of its relation, as pgoutput
@@ -56,6 +59,7 @@ type Bound struct {
 	aliases  [][]byte
 	envelope []Placement       // t's envelope placements
 	seq      int               // the index of outbox_seq; -1: none
+	trace    int               // the index of the trace context column; -1: none
 	routes   map[string]string // route value -> topic through t.TopicRegex (few values, many rows)
 }
 
@@ -71,7 +75,7 @@ const maxRoutes = 4096
 // Bind finds t's columns in rel. Check must have run: it read which columns
 // are NOT NULL, for the JSON converter's schemas.
 func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
-	b := &Bound{t: t, rel: rel, idx: map[string]int{}, seq: -1}
+	b := &Bound{t: t, rel: rel, idx: map[string]int{}, seq: -1, trace: -1}
 	if c := t.catalog.Load(); c != nil {
 		b.notNull = c.notNull
 	}
@@ -88,6 +92,11 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 			return nil, fmt.Errorf("table %s: %w", t.QualifiedName(), err)
 		}
 		b.idx[u.Column] = i
+	}
+	if t.TraceContext != "" {
+		if i := rel.ColumnIndex(t.TraceContext); i >= 0 && readable(ColumnUse{t.TraceContext, "trace context"}, rel.Columns[i].TypeOID, t) == nil {
+			b.trace, b.idx[t.TraceContext] = i, i
+		}
 	}
 	last := 0
 	for _, m := range templateRef.FindAllStringSubmatchIndex(t.Topic, -1) {
@@ -180,6 +189,22 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		}
 		if v != nil {
 			r.Headers = append(r.Headers, Header{Name: b.aliases[i], Value: v})
+		}
+	}
+	if b.trace >= 0 && values[b.trace] != nil {
+		v, err := b.text(t.TraceContext, values)
+		if err != nil {
+			return r, err
+		}
+		r.Headers = append(r.Headers, traceHeaders(v)...)
+	}
+	for _, a := range t.CEAttributes {
+		v, err := b.text(a.Column, values)
+		if err != nil {
+			return r, err
+		}
+		if v != nil {
+			r.CE = append(r.CE, Header{Name: []byte(a.Name), Value: v})
 		}
 	}
 	if t.Headers != "" {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
+
+	"github.com/outbox-relay/outbox-relay/internal/cloudevents"
 )
 
 // tablesFile is the --tables-config file: the tables the relay relays and how.
@@ -23,6 +26,16 @@ type tableEntry struct {
 	Topic         string         `json:"topic"`
 	IDHeader      string         `json:"id_header"`
 	HeaderColumns []headerColumn `json:"header_columns"`
+	TraceContext  string         `json:"trace_context"`
+	CloudEvents   *ceEntry       `json:"cloudevents"`
+}
+
+// ceEntry is a table's CloudEvents attributes: its source, and columns as
+// subject and extensions (name: column).
+type ceEntry struct {
+	Source     string            `json:"source"`
+	Subject    string            `json:"subject"`
+	Extensions map[string]string `json:"extensions"`
 }
 
 type headerColumn struct {
@@ -60,12 +73,17 @@ func ParseTables(path string, raw []byte) ([]*Table, error) {
 	seen := map[string]bool{}
 	for i, e := range f.Tables {
 		t := &Table{Origin: "--tables-config " + path, ID: e.ID, Key: e.Key, Payload: e.Payload,
-			Timestamp: e.Timestamp, EventType: e.EventType, Headers: e.Headers, Topic: e.Topic, IDHeader: e.IDHeader}
+			Timestamp: e.Timestamp, EventType: e.EventType, Headers: e.Headers, Topic: e.Topic, IDHeader: e.IDHeader,
+			TraceContext: e.TraceContext}
 		t.Options = map[string]string{"placed": fmt.Sprintf("tables[%d].header_columns", i)}
 		for _, use := range []string{"id", "key", "payload", "timestamp", "headers", "topic"} {
 			t.Options[use] = fmt.Sprintf("tables[%d].%s", i, use)
 		}
 		t.Options["event type"] = fmt.Sprintf("tables[%d].event_type", i)
+		t.Options["trace context"] = fmt.Sprintf("tables[%d].trace_context", i)
+		if err := t.cloudEvents(e.CloudEvents, fmt.Sprintf("tables[%d].cloudevents", i)); err != nil {
+			return nil, err
+		}
 		var err error
 		if t.Schema, t.Name, err = SplitName(e.Table); err != nil {
 			return nil, fmt.Errorf("tables[%d]: %w", i, err)
@@ -86,4 +104,30 @@ func ParseTables(path string, raw []byte) ([]*Table, error) {
 		tables = append(tables, t)
 	}
 	return tables, nil
+}
+
+// cloudEvents reads a table's cloudevents entry (option names it).
+func (t *Table) cloudEvents(e *ceEntry, option string) error {
+	if e == nil {
+		return nil
+	}
+	t.CESource = e.Source
+	if e.Subject != "" {
+		t.CEAttributes = append(t.CEAttributes, CEAttribute{Name: "subject", Column: e.Subject})
+		t.Options["cloudevents subject"] = option + ".subject"
+	}
+	names := make([]string, 0, len(e.Extensions))
+	for name := range e.Extensions {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := cloudevents.CheckAttribute(name); err != nil || name == "subject" {
+			return fmt.Errorf("%s.extensions: %q: an extension's name is 1 to 20 lower-case letters and digits, not subject "+
+				"nor one of the spec's own attributes", option, name)
+		}
+		t.CEAttributes = append(t.CEAttributes, CEAttribute{Name: name, Column: e.Extensions[name]})
+		t.Options["cloudevents "+name] = option + ".extensions." + name
+	}
+	return nil
 }

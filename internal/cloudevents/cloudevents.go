@@ -1,0 +1,203 @@
+// Package cloudevents writes an event's Kafka record as a CloudEvent,
+// following the CloudEvents 1.0 Kafka protocol binding: binary mode (the
+// value as it is, the attributes as ce_ headers) or structured mode (the
+// whole event as application/cloudevents+json). It only writes; consumers
+// read the records with any CloudEvents SDK (the tests use sdk-go's).
+package cloudevents
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/IBM/sarama"
+)
+
+// Mode is how events are written: not as CloudEvents, binary or
+// structured.
+type Mode string
+
+// The modes.
+const (
+	Off        Mode = ""
+	Binary     Mode = "binary"
+	Structured Mode = "structured"
+)
+
+// SpecVersion is the CloudEvents version written.
+const SpecVersion = "1.0"
+
+// ContentTypeStructured is a structured record's content-type.
+const ContentTypeStructured = "application/cloudevents+json; charset=UTF-8"
+
+// Config configures the encoding.
+type Config struct {
+	Mode Mode
+	// Source is every event's source; "" for each table's default
+	// (DefaultSource).
+	Source string
+	// DefaultType is the type of an event without one; "" makes such an
+	// event FAILED (ErrNoType).
+	DefaultType string
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch c.Mode {
+	case Off, Binary, Structured:
+	default:
+		return fmt.Errorf("--cloudevents %q: binary, structured, or empty for none", c.Mode)
+	}
+	if c.Mode == Off && (c.Source != "" || c.DefaultType != "") {
+		return errors.New("--cloudevents-source and --cloudevents-default-type need --cloudevents binary or structured")
+	}
+	return nil
+}
+
+// DefaultSource is a table's source unless configured: the database and
+// the table, as a URI reference (/orders_db/outbox.events).
+func DefaultSource(database, table string) string { return "/" + database + "/" + table }
+
+// Attribute is an optional attribute (subject, or an extension) and its
+// value.
+type Attribute struct {
+	Name  string
+	Value []byte
+}
+
+// Event is what the encoding needs of an event beside its record.
+type Event struct {
+	ID     []byte // the event's id as text
+	Source string
+	Type   []byte // nil: Config.DefaultType
+	Time   time.Time
+	// ContentType is the value's media type (application/json for a JSON
+	// payload); "" for none.
+	ContentType string
+	// Attributes are the optional attributes: subject and extensions.
+	Attributes []Attribute
+}
+
+// ErrNoType says an event has no type and no default is configured.
+var ErrNoType = errors.New("a CloudEvent needs a type: the event has no event type and --cloudevents-default-type is not set")
+
+// extensionName is what the spec allows an extension's name: lower-case
+// letters and digits.
+var extensionName = regexp.MustCompile(`^[a-z0-9]{1,20}$`)
+
+// reserved are attribute names an extension may not take.
+var reserved = map[string]bool{"specversion": true, "id": true, "source": true, "type": true, "time": true,
+	"datacontenttype": true, "dataschema": true, "data": true, "data_base64": true}
+
+// CheckAttribute says whether name can be an optional attribute: subject
+// or an extension's name.
+func CheckAttribute(name string) error {
+	if name == "subject" {
+		return nil
+	}
+	if !extensionName.MatchString(name) || reserved[name] {
+		return fmt.Errorf("CloudEvents attribute %q: subject, or an extension's name of 1 to 20 lower-case letters and digits, "+
+			"not one of the spec's own", name)
+	}
+	return nil
+}
+
+// Encode writes r, built as the relay builds any record, as a CloudEvent.
+// Binary mode adds the ce_ headers and content-type; structured mode
+// replaces the value with the event and adds content-type. The record's
+// other headers stay.
+func (c *Config) Encode(r *sarama.ProducerMessage, ev Event) error {
+	typ := ev.Type
+	if len(typ) == 0 {
+		if c.DefaultType == "" {
+			return ErrNoType
+		}
+		typ = []byte(c.DefaultType)
+	}
+	source := ev.Source
+	if c.Source != "" {
+		source = c.Source
+	}
+	ts := ev.Time.UTC().Format(time.RFC3339Nano)
+	switch c.Mode {
+	case Binary:
+		hs := append(r.Headers,
+			sarama.RecordHeader{Key: []byte("ce_specversion"), Value: []byte(SpecVersion)},
+			sarama.RecordHeader{Key: []byte("ce_id"), Value: ev.ID},
+			sarama.RecordHeader{Key: []byte("ce_source"), Value: []byte(source)},
+			sarama.RecordHeader{Key: []byte("ce_type"), Value: typ},
+			sarama.RecordHeader{Key: []byte("ce_time"), Value: []byte(ts)})
+		if r.Value != nil && ev.ContentType != "" {
+			hs = append(hs, sarama.RecordHeader{Key: []byte("content-type"), Value: []byte(ev.ContentType)})
+		}
+		for _, a := range ev.Attributes {
+			hs = append(hs, sarama.RecordHeader{Key: []byte("ce_" + a.Name), Value: a.Value})
+		}
+		r.Headers = hs
+	case Structured:
+		v, err := structured(r, ev, source, typ, ts)
+		if err != nil {
+			return err
+		}
+		r.Value = sarama.ByteEncoder(v)
+		r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte("content-type"), Value: []byte(ContentTypeStructured)})
+	}
+	return nil
+}
+
+// structured is the event in the JSON format: data holds a JSON value as
+// JSON, any other value as data_base64.
+func structured(r *sarama.ProducerMessage, ev Event, source string, typ []byte, ts string) ([]byte, error) {
+	var value []byte
+	if r.Value != nil {
+		var err error
+		if value, err = r.Value.Encode(); err != nil {
+			return nil, err
+		}
+	}
+	buf := make([]byte, 0, len(value)*4/3+256)
+	str := func(name string, v []byte) {
+		if !utf8.Valid(v) {
+			v = []byte(strings.ToValidUTF8(string(v), "\uFFFD"))
+		}
+		q, _ := json.Marshal(string(v)) // a string always marshals
+		buf = append(buf, ',', '"')
+		buf = append(buf, name...)
+		buf = append(buf, '"', ':')
+		buf = append(buf, q...)
+	}
+	buf = append(buf, `{"specversion":"`+SpecVersion+`"`...)
+	str("id", ev.ID)
+	str("source", []byte(source))
+	str("type", typ)
+	str("time", []byte(ts))
+	for _, a := range ev.Attributes {
+		str(a.Name, a.Value)
+	}
+	if value != nil {
+		if ev.ContentType != "" {
+			str("datacontenttype", []byte(ev.ContentType))
+		}
+		if isJSON(ev.ContentType) && json.Valid(value) {
+			buf = append(buf, `,"data":`...)
+			buf = append(buf, value...)
+		} else {
+			buf = append(buf, `,"data_base64":"`...)
+			buf = base64.StdEncoding.AppendEncode(buf, value)
+			buf = append(buf, '"')
+		}
+	}
+	return append(buf, '}'), nil
+}
+
+// isJSON reports whether a media type is JSON's.
+func isJSON(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(strings.ToLower(mt))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
