@@ -23,3 +23,7 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_reason_idx ON outbox.deliveri
 
 -- The age of the oldest PENDING event, on the overview.
 CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_pending_created_idx ON outbox.deliveries (created_at) WHERE status = 'PENDING';
+
+-- The failures the relay has yet to publish on the dead-letter topic
+-- (--dead-letter-topic), oldest first; published ones drop out of it.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_dead_letter_due_idx ON outbox.deliveries (updated_at) WHERE status = 'FAILED' AND (dead_lettered_at IS NULL OR dead_lettered_at < updated_at);

@@ -42,6 +42,7 @@ GRANT DELETE ON outbox.events, outbox.mapped_events TO outbox_operator;
 
 GRANT SELECT, DELETE ON outbox.events TO outbox_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.deliveries, outbox.mapped_events, outbox.slot_backfills TO outbox_relay;
+GRANT SELECT, INSERT ON outbox.dead_letter_topics TO outbox_relay;
 GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_events, outbox.delivery_stats,
     outbox.held_keys TO outbox_relay;
 

@@ -385,6 +385,9 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	defer func() { stopPolling(); wg.Wait() }()
 	wg.Go(func() { p.run(pollCtx) })
+	if r.cfg.Kafka.DeadLetterTopic != "" {
+		wg.Go(func() { r.newDeadLetters(pub).run(pollCtx) })
+	}
 	wg.Go(func() { r.observe(pollCtx) })
 	wg.Go(func() { r.watchHeldBack(pollCtx) })
 	if r.cfg.Retention > 0 {

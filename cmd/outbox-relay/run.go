@@ -37,6 +37,7 @@ func kafkaFlags(fs *flagenv.Set, k *relay.KafkaConfig) {
 	fs.List(&k.Brokers, "kafka-brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
 	fs.List(&k.Topics, "topics", "", "the topics the relay may publish to, comma-separated names and patterns (orders,billing.*); "+
 		"an event for another is FAILED TOPIC_NOT_ALLOWED. Empty: every topic except Kafka's internal ones (__*), which must be named")
+	fs.String(&k.DeadLetterTopic, "dead-letter-topic", "", "also publish every event that ends FAILED here, once per failure, with its key, value and headers and outbox-dlt-* headers saying why (the status row stays the truth); allowed whatever --topics says; off when empty")
 	fs.String(&k.Version, "kafka-version", kafka.VersionDefault, "Kafka protocol version the cluster speaks (2.8.0 or newer)")
 	fs.String(&k.ClientID, "kafka-client-id", kafka.ClientIDDefault, "Kafka client id")
 	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", kafka.MaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE"+zeroDefault)
@@ -179,7 +180,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		zap.String("version", version),
 		zap.String("database_url", redact.URL(cfg.DatabaseURL)),
 		zap.Strings("kafka_brokers", cfg.Kafka.Brokers), zap.Strings("topics", cfg.Kafka.Topics),
-		zap.String("cloudevents", string(cfg.CloudEvents.Mode)),
+		zap.String("cloudevents", string(cfg.CloudEvents.Mode)), zap.String("dead_letter_topic", cfg.Kafka.DeadLetterTopic),
 		zap.String("mode", cfg.Mode), zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
 		zap.String("kafka_sasl_mechanism", cfg.Kafka.SASLMechanism), zap.Bool("kafka_tls", cfg.Kafka.UsesTLS()),
 		zap.Bool("kafka_tls_client_cert", cfg.Kafka.TLSCertFile != ""), zap.String("kafka_partitioner", cfg.Kafka.Partitioner))

@@ -21,6 +21,7 @@ type Allowlist struct {
 
 	mu      sync.Mutex
 	decided map[string]error // topic -> nil (allowed) or why not; bounded by maxDecided
+	always  string           // allowed whatever the rules: the dead-letter topic
 }
 
 // maxDecided bounds the topics an allowlist remembers its answer for.
@@ -55,6 +56,9 @@ func (a *Allowlist) Rules() []string { return a.rules }
 func (a *Allowlist) Check(topic string) error {
 	if a == nil { // no list: every topic but the internal ones
 		return internal(topic)
+	}
+	if a.always != "" && topic == a.always {
+		return nil
 	}
 	a.mu.Lock()
 	err, ok := a.decided[topic]
@@ -98,3 +102,7 @@ func internal(topic string) error {
 	}
 	return nil
 }
+
+// AlwaysAllow allows topic whatever the rules: the dead-letter topic, which
+// --topics need not name.
+func (a *Allowlist) AlwaysAllow(topic string) { a.always = topic }

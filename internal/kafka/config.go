@@ -74,6 +74,8 @@ type Config struct {
 	// Topics is the allowlist of topics (--topics): names and patterns.
 	// Empty: every topic but Kafka's internal ones.
 	Topics []string
+	// DeadLetterTopic (--dead-letter-topic) is allowed whatever Topics say.
+	DeadLetterTopic string
 }
 
 func (k Config) withDefaults() Config {

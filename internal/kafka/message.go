@@ -110,6 +110,16 @@ func (m *Message) Build(ev Event) error {
 	return nil
 }
 
+// Redirect makes m a copy of from's record (key, value, headers,
+// timestamp) bound for topic with extra headers after its own, placed by
+// its key: a dead letter.
+func (m *Message) Redirect(from *Message, topic string, extra []sarama.RecordHeader) {
+	*m = Message{partition: -1}
+	r := &m.Record
+	r.Topic, r.Key, r.Value, r.Timestamp = topic, from.Record.Key, from.Record.Value, from.Record.Timestamp
+	r.Headers = append(append(make([]sarama.RecordHeader, 0, len(from.Record.Headers)+len(extra)), from.Record.Headers...), extra...)
+}
+
 // Size is the record's size as the producer counts it against its limits.
 func (m *Message) Size() int { return m.Record.ByteSize(2) }
 

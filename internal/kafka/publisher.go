@@ -103,6 +103,7 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, error) 
 	if err != nil {
 		return nil, err
 	}
+	allow.AlwaysAllow(cfg.DeadLetterTopic)
 	d := &dialer{cfg: cfg.withDefaults(), sc: sc}
 	producer, err := connectWithin(ctx, d.producer)
 	switch {

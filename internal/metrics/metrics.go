@@ -44,6 +44,10 @@ type Metrics struct {
 	breaker            *prometheus.GaugeVec   // state
 	breakerTransitions *prometheus.CounterVec // to
 
+	// DeadLettered counts failures published on the dead-letter topic, by
+	// original topic and outcome (sent, or refused by the topic).
+	DeadLettered *prometheus.CounterVec // topic, outcome
+
 	Claimed          prometheus.Counter
 	Rescued          prometheus.Counter
 	GapSwept         prometheus.Counter
@@ -94,6 +98,9 @@ func New(version string) *Metrics {
 	m.breaker = f.gaugeVec("kafka_breaker_state", "1 for the Kafka circuit breaker's current state (closed, half-open, open).", "state")
 	m.breakerTransitions = f.counterVec("kafka_breaker_transitions_total", "Circuit breaker transitions, by the state entered.", "to")
 	m.Claimed = f.counter("poller_claimed_total", "Rows the poller claimed for delivery.")
+	m.DeadLettered = f.counterVec("events_dead_lettered_total", "FAILED events published on the dead-letter topic "+
+		"(--dead-letter-topic), by their original topic; outcome sent, or refused (the topic refused it: the row's dead_letter_error says why).",
+		"topic", "outcome")
 	m.Rescued = f.counter("poller_rescued_total", "Rows stuck in PROCESSING that the poller took back.")
 	m.GapSwept = f.counter("gap_swept_total", "Events without a status row that the gap sweep gave a row (PENDING, or in poll mode, where it delivers them, their outcome).")
 	m.Backfilled = f.counter("backfilled_total", "Events committed before a new slot that its backfill gave a status row (SENT, or PENDING behind their key).")
