@@ -7,37 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
-	"github.com/cloudevents/sdk-go/protocol/kafka_sarama/v2"
-	"github.com/cloudevents/sdk-go/v2/binding"
-	ce "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outbox-relay/outbox-relay/internal/cloudevents"
+	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
 )
-
-// readCloudEvent reads a record as a consumer of the CloudEvents Kafka
-// binding does: through sdk-go's sarama binding.
-func readCloudEvent(t *testing.T, r *kgo.Record) *ce.Event {
-	t.Helper()
-	cm := &sarama.ConsumerMessage{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-		Timestamp: r.Timestamp}
-	for _, h := range r.Headers {
-		cm.Headers = append(cm.Headers, &sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value})
-	}
-	ev, err := binding.ToEvent(context.Background(), kafka_sarama.NewMessageFromConsumerMessage(cm))
-	if err != nil {
-		t.Fatalf("sdk-go cannot read the record as a CloudEvent: %v (headers %v)", err, r.Headers)
-	}
-	if err := ev.Validate(); err != nil {
-		t.Fatalf("not a valid CloudEvent: %v", err)
-	}
-	return ev
-}
 
 // Both modes of the binding, read by sdk-go: every required attribute, the
 // time from the event, JSON data as JSON, text data, a mapped table's
@@ -78,7 +54,7 @@ func TestCloudEvents_BothModesAreReadBySDKGoWithEveryAttribute(t *testing.T) {
 			b.exec(t, `INSERT INTO public.notes (id, tenant, doc, body, kind) VALUES (7, 'acme', 'doc-1', 'plain text', 'note.added')`)
 
 			r := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "orders")[0]
-			ev := readCloudEvent(t, r)
+			ev := kafkatest.CloudEvent(t, r)
 			if ev.SpecVersion() != "1.0" || ev.ID() != id || ev.Source() != "/"+db+"/outbox.events" ||
 				ev.Type() != "order.created" || !ev.Time().Equal(created) || ev.DataContentType() != "application/json" {
 				t.Errorf("outbox.events' CloudEvent: %s", ev)
@@ -94,7 +70,7 @@ func TestCloudEvents_BothModesAreReadBySDKGoWithEveryAttribute(t *testing.T) {
 				t.Errorf("binary mode changed the value: %s", r.Value)
 			}
 
-			n := readCloudEvent(t, kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "notes")[0])
+			n := kafkatest.CloudEvent(t, kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "notes")[0])
 			if n.ID() != "7" || n.Source() != "/"+db+"/public.notes" || n.Type() != "note.added" || n.Subject() != "doc-1" ||
 				n.Extensions()["tenant"] != "acme" || string(n.Data()) != "plain text" ||
 				!strings.HasPrefix(n.DataContentType(), "text/plain") {
@@ -136,7 +112,7 @@ func TestCloudEvents_AMappedEventResentFromItsKeptRecordIsTheSameEvent(t *testin
 	}
 	b.exec(t, `SELECT outbox.resend_failed()`)
 	r := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "later")[0]
-	ev := readCloudEvent(t, r)
+	ev := kafkatest.CloudEvent(t, r)
 	if ev.ID() != "1" || ev.Subject() != "doc-1" || ev.Extensions()["tenant"] != "acme" || ev.Type() != "later" {
 		t.Errorf("resent from the kept record: %s", ev)
 	}
@@ -160,10 +136,10 @@ func TestTraceContext_DebeziumsSpanContextColumnBecomesTheW3CHeaders(t *testing.
 	b.exec(t, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL,
 		type text NOT NULL, payload jsonb, tracingspancontext text)`)
 	d, err := mapping.ParseDebezium("c.json", map[string]string{
-		"connector.class":        "io.debezium.connector.postgresql.PostgresConnector",
-		"table.include.list":     "public.outboxevent",
-		"transforms":             "outbox",
-		"transforms.outbox.type": mapping.EventRouter,
+		"connector.class":                          "io.debezium.connector.postgresql.PostgresConnector",
+		"table.include.list":                       "public.outboxevent",
+		"transforms":                               "outbox",
+		"transforms.outbox.type":                   mapping.EventRouter,
 		"transforms.outbox.tracing.operation.name": "outbox-read",
 	})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/IBM/sarama"
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
@@ -49,14 +48,18 @@ type deadLetters struct {
 	// lease is how long a relay holds the rows it publishes: one that dies
 	// lets them go then (the poller's stuck threshold).
 	lease time.Duration
+	// again is the wait before a dead letter Kafka did not take is tried
+	// again (the retry policy's first wait).
+	again time.Duration
 	idle  time.Duration // the wait when there is nothing to publish
 	since time.Time     // failures before it are not published
 }
 
 func (r *Relay) newDeadLetters(pub *kafka.Publisher) *deadLetters {
 	return &deadLetters{topic: r.cfg.Kafka.DeadLetterTopic, store: r.store, pub: pub, ce: r.ce, tables: r.cfg.Tables,
-		log: r.log.With(zap.String("component", "dead letters"), zap.String("dead_letter_topic", r.cfg.Kafka.DeadLetterTopic)),
-		metrics: r.metrics, batch: r.cfg.Poll.BatchSize, lease: r.cfg.Poll.StuckThreshold, idle: r.cfg.Poll.Interval}
+		log:     r.log.With(zap.String("component", "dead letters"), zap.String("dead_letter_topic", r.cfg.Kafka.DeadLetterTopic)),
+		metrics: r.metrics, batch: r.cfg.Poll.BatchSize, lease: r.cfg.Poll.StuckThreshold,
+		again: max(r.cfg.Retry.Delay, time.Second), idle: r.cfg.Poll.Interval}
 }
 
 // run publishes dead letters until ctx ends.
@@ -143,7 +146,7 @@ func (d *deadLetters) round(ctx context.Context) (int, error) {
 		}
 		outcomes[i] = o
 	}
-	return len(msgs), d.store.DeadLettered(context.WithoutCancel(ctx), outcomes, d.lease)
+	return len(msgs), d.store.DeadLettered(context.WithoutCancel(ctx), outcomes, d.again)
 }
 
 // doneFunc is a kafka.Receiver.
@@ -157,7 +160,7 @@ func (f doneFunc) Done(m *kafka.Message) { f(m) }
 // key and payload as they are, where they can be read.
 func (d *deadLetters) letter(e *event, row *store.DeadLetter, rel *cdc.Relation) *kafka.Message {
 	topic := originalTopic(e, row)
-	extra := []sarama.RecordHeader{
+	extra := []kafka.Header{
 		{Key: []byte(HeaderDLTTopic), Value: []byte(topic)},
 		{Key: []byte(HeaderDLTReason), Value: []byte(row.Reason)},
 		{Key: []byte(HeaderDLTAttempts), Value: []byte(strconv.Itoa(int(row.Attempts)))},
@@ -168,15 +171,11 @@ func (d *deadLetters) letter(e *event, row *store.DeadLetter, rel *cdc.Relation)
 	}
 	m := &kafka.Message{}
 	if e.invalid == "" {
-		m.Redirect(&e.Message, d.topic, extra)
+		m.DeadLetter(&e.Message, d.topic, row.EventID, nil, nil, row.FailedAt, extra)
 		return m
 	}
-	var from kafka.Message
 	key, value := rawKeyValue(row, rel)
-	from.Record.Key, from.Record.Value = encoder(key), encoder(value)
-	from.Record.Headers = []sarama.RecordHeader{{Key: []byte(kafka.HeaderEventID), Value: kafka.FormatUUID(row.EventID)}}
-	from.Record.Timestamp = row.FailedAt
-	m.Redirect(&from, d.topic, extra)
+	m.DeadLetter(nil, d.topic, row.EventID, key, value, row.FailedAt, extra)
 	return m
 }
 
@@ -213,12 +212,4 @@ func rawKeyValue(row *store.DeadLetter, rel *cdc.Relation) (key, value []byte) {
 		}
 	}
 	return key, value
-}
-
-// encoder is b as a record's key or value; nil stays nil (none).
-func encoder(b []byte) sarama.Encoder {
-	if b == nil {
-		return nil
-	}
-	return sarama.ByteEncoder(b)
 }

@@ -110,14 +110,32 @@ func (m *Message) Build(ev Event) error {
 	return nil
 }
 
-// Redirect makes m a copy of from's record (key, value, headers,
-// timestamp) bound for topic with extra headers after its own, placed by
-// its key: a dead letter.
-func (m *Message) Redirect(from *Message, topic string, extra []sarama.RecordHeader) {
+// DeadLetter makes m the dead letter of an event on topic: from's record
+// (key, value, headers, timestamp) with extra headers after its own, placed
+// by its key; or, when no record could be made of the event (from nil),
+// key and value as they are, with the event's id header and timestamp at.
+func (m *Message) DeadLetter(from *Message, topic string, id [16]byte, key, value []byte, at time.Time, extra []Header) {
 	*m = Message{partition: -1}
 	r := &m.Record
-	r.Topic, r.Key, r.Value, r.Timestamp = topic, from.Record.Key, from.Record.Value, from.Record.Timestamp
-	r.Headers = append(append(make([]sarama.RecordHeader, 0, len(from.Record.Headers)+len(extra)), from.Record.Headers...), extra...)
+	r.Topic = topic
+	var own []sarama.RecordHeader
+	if from != nil {
+		r.Key, r.Value, r.Timestamp, own = from.Record.Key, from.Record.Value, from.Record.Timestamp, from.Record.Headers
+	} else {
+		if key != nil {
+			r.Key = sarama.ByteEncoder(key)
+		}
+		if value != nil {
+			r.Value = sarama.ByteEncoder(value)
+		}
+		r.Timestamp = at
+		own = []sarama.RecordHeader{{Key: []byte(HeaderEventID), Value: FormatUUID(id)}}
+	}
+	r.Headers = make([]sarama.RecordHeader, 0, len(own)+len(extra))
+	r.Headers = append(r.Headers, own...)
+	for _, h := range extra {
+		r.Headers = append(r.Headers, sarama.RecordHeader{Key: h.Key, Value: h.Value})
+	}
 }
 
 // Size is the record's size as the producer counts it against its limits.

@@ -7,7 +7,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/outbox-relay/outbox-relay/internal/cloudevents"
+	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 )
 
 // tablesFile is the --tables-config file: the tables the relay relays and how.

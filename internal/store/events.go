@@ -117,6 +117,11 @@ type EventDetail struct {
 	EventCreatedAt *time.Time // outbox.events' created_at
 	Payload        []byte     // the event's payload or the kept record's value
 	EventKept      bool       // the event or its record is still there
+	// DeadLetter is how its last failure went on the dead-letter topic
+	// (SENT, FAILED, "" for not there), and when, and why it failed.
+	DeadLetter      string
+	DeadLetteredAt  *time.Time
+	DeadLetterError string
 }
 
 // ErrNoEvent says there is no status row for the event.
@@ -127,7 +132,8 @@ func (s *Store) Event(ctx context.Context, id string) (*EventDetail, error) {
 	var d EventDetail
 	err := s.db.QueryRow(ctx, eventSQL, id).Scan(&d.EventID, &d.Status, &d.Attempts, &d.MaxAttempts, &d.Reason, &d.LastError,
 		&d.CreatedAt, &d.UpdatedAt, &d.NextAttemptAt, &d.SentAt, &d.Partition, &d.Offset, &d.LockedBy, &d.Source,
-		&d.Topic, &d.Key, &d.EventType, &d.Headers, &d.EventCreatedAt, &d.Payload, &d.EventKept)
+		&d.Topic, &d.Key, &d.EventType, &d.Headers, &d.EventCreatedAt, &d.Payload, &d.EventKept,
+		&d.DeadLetter, &d.DeadLetteredAt, &d.DeadLetterError)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, ErrNoEvent

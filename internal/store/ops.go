@@ -49,6 +49,10 @@ type Failed struct {
 	LastError string    `json:"last_error"`
 	Attempts  int       `json:"attempts"`
 	FailedAt  time.Time `json:"failed_at"`
+	// DeadLetter is how this failure went on the dead-letter topic: SENT,
+	// FAILED (DeadLetterError says why), or "" (not published there).
+	DeadLetter      string `json:"dead_letter_status,omitempty"`
+	DeadLetterError string `json:"dead_letter_error,omitempty"`
 }
 
 // FailedPage lists up to limit FAILED events matching f, oldest failure
@@ -56,7 +60,8 @@ type Failed struct {
 func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after string, limit int) ([]Failed, error) {
 	return collect(ctx, s.db, "listing failed events", func(r pgx.CollectableRow) (Failed, error) {
 		var x Failed
-		err := r.Scan(&x.EventID, &x.Topic, &x.Key, &x.EventType, &x.Reason, &x.LastError, &x.Attempts, &x.FailedAt)
+		err := r.Scan(&x.EventID, &x.Topic, &x.Key, &x.EventType, &x.Reason, &x.LastError, &x.Attempts, &x.FailedAt,
+			&x.DeadLetter, &x.DeadLetterError)
 		return x, err
 	}, failedPageSQL, append(f.args(), nullable(after), limit)...)
 }

@@ -6,7 +6,8 @@ SELECT d.event_id::text, d.status, d.attempts, coalesce(d.max_attempts, 0), coal
        d.kafka_partition, d.kafka_offset, coalesce(d.locked_by, ''), coalesce(d.source, 'outbox.events'),
        coalesce(e.topic, m.topic, d.topic, ''), coalesce(e.key, m.key, d.key, ''), coalesce(e.event_type, m.event_type, ''),
        coalesce(e.headers::text, m.headers::text, ''), e.created_at, coalesce(convert_to(e.payload::text, 'UTF8'), m.value),
-       e.id IS NOT NULL OR m.id IS NOT NULL
+       e.id IS NOT NULL OR m.id IS NOT NULL,
+       coalesce(d.dead_letter_status, ''), d.dead_lettered_at, coalesce(d.dead_letter_error, '')
 FROM outbox.deliveries d
 LEFT JOIN outbox.events e ON e.id = d.event_id
 LEFT JOIN outbox.mapped_events m ON m.id = d.event_id

@@ -2,7 +2,7 @@
 -- ($6; keyset on failed_at, event_id), with optional filters ($1..$5, NULL:
 -- any). $7: limit.
 SELECT event_id::text, topic, coalesce(key, ''), coalesce(event_type, ''), failure_reason, coalesce(last_error, ''),
-       attempts, failed_at
+       attempts, failed_at, coalesce(dead_letter_status, ''), coalesce(dead_letter_error, '')
 FROM outbox.failed_events f
 WHERE ($1::text IS NULL OR topic = $1)
   AND ($2::text IS NULL OR event_type = $2)
