@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
+	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
 )
 
@@ -22,10 +23,20 @@ func benchRow() (*cdc.Relation, [][]byte) {
 		append([]byte{1}, []byte(`{"trace-id": "abc123"}`)...), []byte("order.created"), ts}
 }
 
-// BenchmarkBuildMessage: an outbox row to a Kafka message.
+// BenchmarkBuildMessage: an outbox row to a Kafka message; as a
+// CloudEvent in binary and structured mode (--cloudevents).
 func BenchmarkBuildMessage(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchmarkBuild(b, nil) })
+	for _, mode := range []cloudevents.Mode{cloudevents.Binary, cloudevents.Structured} {
+		b.Run("cloudevents-"+string(mode), func(b *testing.B) {
+			benchmarkBuild(b, newCEWriter(cloudevents.Config{Mode: mode}, "postgres://u@h/shop"))
+		})
+	}
+}
+
+func benchmarkBuild(b *testing.B, ce *ceWriter) {
 	rel, values := benchRow()
-	l, err := newLayout(rel, nil)
+	l, err := newLayout(rel, ce)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,12 +2,13 @@ package relay
 
 import (
 	"bytes"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
@@ -17,14 +18,25 @@ import (
 type ceWriter struct {
 	cfg      cloudevents.Config
 	database string // the database's name, for the default source
+	// sources are the tables' sources, made once (every event's record
+	// shares its table's).
+	mu      sync.Mutex
+	sources map[string][]byte
 }
+
+// The payloads' content types, shared by every record.
+var (
+	contentJSON  = []byte("application/json")
+	contentText  = []byte("text/plain; charset=utf-8")
+	contentBytes = []byte("application/octet-stream")
+)
 
 // newCEWriter returns cfg's writer, nil when CloudEvents are off.
 func newCEWriter(cfg cloudevents.Config, databaseURL string) *ceWriter {
 	if cfg.Mode == cloudevents.Off {
 		return nil
 	}
-	w := &ceWriter{cfg: cfg, database: "postgres"}
+	w := &ceWriter{cfg: cfg, database: "postgres", sources: map[string][]byte{}}
 	if pc, err := pgconn.ParseConfig(databaseURL); err == nil && pc.Database != "" {
 		w.database = pc.Database
 	}
@@ -32,11 +44,18 @@ func newCEWriter(cfg cloudevents.Config, databaseURL string) *ceWriter {
 }
 
 // source is a table's CloudEvents source: its own, or the default.
-func (w *ceWriter) source(t *mapping.Table, table string) string {
-	if t != nil && t.CESource != "" {
-		return t.CESource
+func (w *ceWriter) source(t *mapping.Table, table string) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.sources[table]; ok {
+		return s
 	}
-	return cloudevents.DefaultSource(w.database, table)
+	s := cloudevents.DefaultSource(w.database, table)
+	if t != nil && t.CESource != "" {
+		s = t.CESource
+	}
+	w.sources[table] = []byte(s)
+	return w.sources[table]
 }
 
 // encode writes e's record, as Build made it, as a CloudEvent; the
@@ -62,7 +81,7 @@ func eventIDHeader(e *event) []byte {
 // created_at, a JSON payload.
 func (w *ceWriter) outboxEvent(e *event, typ []byte, at time.Time) error {
 	return w.encode(e, cloudevents.Event{ID: eventIDHeader(e), Source: w.source(nil, "outbox.events"), Type: typ, Time: at,
-		ContentType: "application/json"})
+		ContentType: contentJSON})
 }
 
 // mappedEvent is a mapped table's row's CloudEvent: its id column's text,
@@ -71,7 +90,15 @@ func (w *ceWriter) outboxEvent(e *event, typ []byte, at time.Time) error {
 func (w *ceWriter) mappedEvent(e *event, t *mapping.Table, source, id string, typ []byte, at time.Time, attrs []mapping.Header) error {
 	ev := cloudevents.Event{ID: []byte(id), Source: w.source(t, source), Type: typ, Time: at}
 	if t != nil {
-		ev.ContentType = t.ContentType()
+		switch t.ContentType() {
+		case "application/json":
+			ev.ContentType = contentJSON
+		case "application/octet-stream":
+			ev.ContentType = contentBytes
+		case "":
+		default:
+			ev.ContentType = contentText
+		}
 	}
 	for _, a := range attrs {
 		ev.Attributes = append(ev.Attributes, cloudevents.Attribute{Name: string(a.Name), Value: a.Value})

@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
-	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/outage"

@@ -123,7 +123,7 @@ type failedData struct {
 	Events []store.Failed
 	Count  store.Count // up to overviewBound
 	Next   string      // the next page's address; "" when this is the last
-	Shown  string // when the page was made (RFC 3339): "all matching" means as of then
+	Shown  string      // when the page was made (RFC 3339): "all matching" means as of then
 }
 
 func (c *Console) failed(w http.ResponseWriter, r *http.Request) {

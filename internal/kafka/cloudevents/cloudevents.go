@@ -70,18 +70,32 @@ type Attribute struct {
 	Value []byte
 }
 
-// Event is what the encoding needs of an event beside its record.
+// Event is what the encoding needs of an event beside its record. Its
+// slices may be shared between events: the encoding never changes them.
 type Event struct {
 	ID     []byte // the event's id as text
-	Source string
+	Source []byte // nil: Config.Source
 	Type   []byte // nil: Config.DefaultType
 	Time   time.Time
 	// ContentType is the value's media type (application/json for a JSON
-	// payload); "" for none.
-	ContentType string
+	// payload); nil for none.
+	ContentType []byte
 	// Attributes are the optional attributes: subject and extensions.
 	Attributes []Attribute
 }
+
+// The binary mode's header names and the spec version, shared by every
+// record (sarama only reads them).
+var (
+	hSpecVersion = []byte("ce_specversion")
+	hID          = []byte("ce_id")
+	hSource      = []byte("ce_source")
+	hType        = []byte("ce_type")
+	hTime        = []byte("ce_time")
+	hContentType = []byte("content-type")
+	vSpecVersion = []byte(SpecVersion)
+	vStructured  = []byte(ContentTypeStructured)
+)
 
 // ErrNoType says an event has no type and no default is configured.
 var ErrNoType = errors.New("a CloudEvent needs a type: the event has no event type and --cloudevents-default-type is not set")
@@ -120,20 +134,19 @@ func (c *Config) Encode(r *sarama.ProducerMessage, ev Event) error {
 		typ = []byte(c.DefaultType)
 	}
 	source := ev.Source
-	if c.Source != "" {
-		source = c.Source
+	if c.Source != "" || source == nil {
+		source = []byte(c.Source)
 	}
-	ts := ev.Time.UTC().Format(time.RFC3339Nano)
+	ts := ev.Time.UTC().AppendFormat(make([]byte, 0, len(time.RFC3339Nano)), time.RFC3339Nano)
 	switch c.Mode {
 	case Binary:
-		hs := append(r.Headers,
-			sarama.RecordHeader{Key: []byte("ce_specversion"), Value: []byte(SpecVersion)},
-			sarama.RecordHeader{Key: []byte("ce_id"), Value: ev.ID},
-			sarama.RecordHeader{Key: []byte("ce_source"), Value: []byte(source)},
-			sarama.RecordHeader{Key: []byte("ce_type"), Value: typ},
-			sarama.RecordHeader{Key: []byte("ce_time"), Value: []byte(ts)})
-		if r.Value != nil && ev.ContentType != "" {
-			hs = append(hs, sarama.RecordHeader{Key: []byte("content-type"), Value: []byte(ev.ContentType)})
+		hs := make([]sarama.RecordHeader, len(r.Headers), len(r.Headers)+6+len(ev.Attributes))
+		copy(hs, r.Headers)
+		hs = append(hs, sarama.RecordHeader{Key: hSpecVersion, Value: vSpecVersion}, sarama.RecordHeader{Key: hID, Value: ev.ID},
+			sarama.RecordHeader{Key: hSource, Value: source}, sarama.RecordHeader{Key: hType, Value: typ},
+			sarama.RecordHeader{Key: hTime, Value: ts})
+		if r.Value != nil && ev.ContentType != nil {
+			hs = append(hs, sarama.RecordHeader{Key: hContentType, Value: ev.ContentType})
 		}
 		for _, a := range ev.Attributes {
 			hs = append(hs, sarama.RecordHeader{Key: []byte("ce_" + a.Name), Value: a.Value})
@@ -145,14 +158,14 @@ func (c *Config) Encode(r *sarama.ProducerMessage, ev Event) error {
 			return err
 		}
 		r.Value = sarama.ByteEncoder(v)
-		r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte("content-type"), Value: []byte(ContentTypeStructured)})
+		r.Headers = append(r.Headers, sarama.RecordHeader{Key: hContentType, Value: vStructured})
 	}
 	return nil
 }
 
 // structured is the event in the JSON format: data holds a JSON value as
 // JSON, any other value as data_base64.
-func structured(r *sarama.ProducerMessage, ev Event, source string, typ []byte, ts string) ([]byte, error) {
+func structured(r *sarama.ProducerMessage, ev Event, source, typ, ts []byte) ([]byte, error) {
 	var value []byte
 	if r.Value != nil {
 		var err error
@@ -173,17 +186,17 @@ func structured(r *sarama.ProducerMessage, ev Event, source string, typ []byte, 
 	}
 	buf = append(buf, `{"specversion":"`+SpecVersion+`"`...)
 	str("id", ev.ID)
-	str("source", []byte(source))
+	str("source", source)
 	str("type", typ)
-	str("time", []byte(ts))
+	str("time", ts)
 	for _, a := range ev.Attributes {
 		str(a.Name, a.Value)
 	}
 	if value != nil {
-		if ev.ContentType != "" {
-			str("datacontenttype", []byte(ev.ContentType))
+		if ev.ContentType != nil {
+			str("datacontenttype", ev.ContentType)
 		}
-		if isJSON(ev.ContentType) && json.Valid(value) {
+		if isJSON(string(ev.ContentType)) && json.Valid(value) {
 			buf = append(buf, `,"data":`...)
 			buf = append(buf, value...)
 		} else {
