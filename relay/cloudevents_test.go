@@ -26,9 +26,9 @@ func TestCloudEvents_BothModesAreReadBySDKGoWithEveryAttribute(t *testing.T) {
 			t.Parallel()
 			b := setup(t, kfake.SeedTopics(1, "orders", "notes"))
 			b.exec(t, `CREATE TABLE public.notes (id bigint PRIMARY KEY, tenant text, doc text, body text, kind text,
-				at timestamptz NOT NULL DEFAULT now())`)
+				at timestamptz NOT NULL DEFAULT now(), tp text)`)
 			tables, err := mapping.ParseTables("t.json", []byte(`{"tables": [{"table": "public.notes", "id": "id",
-				"payload": "body", "event_type": "kind", "timestamp": "at", "topic": "notes",
+				"payload": "body", "event_type": "kind", "timestamp": "at", "topic": "notes", "trace_context": "tp",
 				"cloudevents": {"subject": "doc", "extensions": {"tenant": "tenant"}}}]}`))
 			if err != nil {
 				t.Fatal(err)
@@ -51,7 +51,8 @@ func TestCloudEvents_BothModesAreReadBySDKGoWithEveryAttribute(t *testing.T) {
 				Scan(&untyped); err != nil {
 				t.Fatal(err)
 			}
-			b.exec(t, `INSERT INTO public.notes (id, tenant, doc, body, kind) VALUES (7, 'acme', 'doc-1', 'plain text', 'note.added')`)
+			b.exec(t, `INSERT INTO public.notes (id, tenant, doc, body, kind, tp) VALUES (7, 'acme', 'doc-1', 'plain text', 'note.added',
+				'00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01')`)
 
 			r := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "orders")[0]
 			ev := kafkatest.CloudEvent(t, r)
@@ -70,7 +71,11 @@ func TestCloudEvents_BothModesAreReadBySDKGoWithEveryAttribute(t *testing.T) {
 				t.Errorf("binary mode changed the value: %s", r.Value)
 			}
 
-			n := kafkatest.CloudEvent(t, kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "notes")[0])
+			nr := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "notes")[0]
+			if tp, _ := header(nr, "traceparent"); tp != "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01" {
+				t.Errorf("the mapped table's trace_context column: traceparent %q", tp)
+			}
+			n := kafkatest.CloudEvent(t, nr)
 			if n.ID() != "7" || n.Source() != "/"+db+"/public.notes" || n.Type() != "note.added" || n.Subject() != "doc-1" ||
 				n.Extensions()["tenant"] != "acme" || string(n.Data()) != "plain text" ||
 				!strings.HasPrefix(n.DataContentType(), "text/plain") {

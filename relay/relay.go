@@ -202,6 +202,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// topicName is what Kafka allows a topic's name.
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
 // Validate reports the first setting that cannot work, naming its flag.
 func (c Config) Validate() error {
 	c = c.withDefaults()
@@ -212,6 +215,8 @@ func (c Config) Validate() error {
 		return errors.New("--batch-size must be at least 1")
 	case c.CloudEvents.Validate() != nil:
 		return c.CloudEvents.Validate()
+	case c.Kafka.DeadLetterTopic != "" && !topicName.MatchString(c.Kafka.DeadLetterTopic):
+		return fmt.Errorf("--dead-letter-topic %q: a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-'", c.Kafka.DeadLetterTopic)
 	case c.MaxInFlight < c.BatchSize:
 		return fmt.Errorf("--max-in-flight (%d) must be at least --batch-size (%d)", c.MaxInFlight, c.BatchSize)
 	case c.MaxInFlightBytes < 1<<20:

@@ -47,6 +47,7 @@ func TestCLI_UsageErrorsExit64OnOneLineWithAPointerToHelp(t *testing.T) {
 		{[]string{"status", "extra"}, `unexpected argument "extra"`},
 		{[]string{"run", "--batch-size", "-1"}, "--batch-size"},
 		{[]string{"console", "--listen", "0.0.0.0:8080"}, "not a loopback address: set --admin-token"},
+		{[]string{"run", "--dead-letter-topic", "dead letters"}, `--dead-letter-topic "dead letters": a Kafka topic name`},
 		{[]string{"run", "--cloudevents", "json"}, `--cloudevents "json": binary, structured, or empty for none`},
 		{[]string{"run", "--cloudevents-default-type", "x"}, "--cloudevents-default-type need --cloudevents binary or structured"},
 	}

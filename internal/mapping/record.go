@@ -191,21 +191,8 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 			r.Headers = append(r.Headers, Header{Name: b.aliases[i], Value: v})
 		}
 	}
-	if b.trace >= 0 && values[b.trace] != nil {
-		v, err := b.text(t.TraceContext, values)
-		if err != nil {
-			return r, err
-		}
-		r.Headers = append(r.Headers, traceHeaders(v)...)
-	}
-	for _, a := range t.CEAttributes {
-		v, err := b.text(a.Column, values)
-		if err != nil {
-			return r, err
-		}
-		if v != nil {
-			r.CE = append(r.CE, Header{Name: []byte(a.Name), Value: v})
-		}
+	if err := b.traceAndCloudEvents(values, &r); err != nil {
+		return r, err
 	}
 	if t.Headers != "" {
 		if v := values[b.idx[t.Headers]]; v != nil {
@@ -224,6 +211,29 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		}
 	}
 	return r, nil
+}
+
+// traceAndCloudEvents reads the trace context column into r's headers and
+// the columns mapped to CloudEvents attributes into r.CE.
+func (b *Bound) traceAndCloudEvents(values [][]byte, r *Record) error {
+	t := b.t
+	if b.trace >= 0 && values[b.trace] != nil {
+		v, err := b.text(t.TraceContext, values)
+		if err != nil {
+			return err
+		}
+		r.Headers = append(r.Headers, traceHeaders(v)...)
+	}
+	for _, a := range t.CEAttributes {
+		v, err := b.text(a.Column, values)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			r.CE = append(r.CE, Header{Name: []byte(a.Name), Value: v})
+		}
+	}
+	return nil
 }
 
 // topic fills the template and applies the regex.

@@ -103,7 +103,7 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 	}
 	var inSample int64
 	for _, g := range sampled {
-		inSample += g.n
+		inSample += g.Events
 	}
 	scale := func(n int64) int64 {
 		if whole || inSample == 0 {
@@ -115,30 +115,30 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 	// then the sample says about how far.
 	sums, capped, past := map[string]int64{}, map[string]bool{}, map[string]int64{}
 	for _, g := range outstanding {
-		sums[g.status] += g.n
+		sums[g.Status] += g.Events
 	}
 	for st, n := range sums {
 		capped[st] = n >= int64(b.Outstanding)
 		o.Totals[st] = Count{N: n, AtLeast: capped[st]}
 	}
 	topics := map[[2]string]map[string]Count{}
-	put := func(g groupCount, c Count) {
-		k := [2]string{g.table, g.topic}
+	put := func(g TopicStatus, c Count) {
+		k := [2]string{g.Table, g.Topic}
 		if topics[k] == nil {
 			topics[k] = map[string]Count{}
 		}
-		topics[k][g.status] = c
+		topics[k][g.Status] = c
 	}
 	for _, g := range outstanding {
-		put(g, Count{N: g.n, AtLeast: capped[g.status]})
+		put(g, Count{N: g.Events, AtLeast: capped[g.Status]})
 	}
 	for _, g := range sampled {
-		if isOutstanding(g.status) {
-			past[g.status] += scale(g.n)
+		if isOutstanding(g.Status) {
+			past[g.Status] += scale(g.Events)
 			continue
 		}
-		put(g, Count{N: scale(g.n), Estimated: !whole})
-		o.Totals[g.status] = Count{N: o.Totals[g.status].N + scale(g.n), Estimated: !whole}
+		put(g, Count{N: scale(g.Events), Estimated: !whole})
+		o.Totals[g.Status] = Count{N: o.Totals[g.Status].N + scale(g.Events), Estimated: !whole}
 	}
 	for st := range capped {
 		if capped[st] && past[st] > o.Totals[st].N {
@@ -161,19 +161,15 @@ func isOutstanding(status string) bool {
 	return status == "PENDING" || status == "PROCESSING" || status == "FAILED"
 }
 
-// groupCount is a row of a count per table, topic and status.
-type groupCount struct {
-	table, topic, status string
-	n                    int64
-}
-
-func (s *Store) groupCounts(ctx context.Context, sql string, args ...any) ([]groupCount, error) {
-	return collect(ctx, s.db, "counting status rows", func(r pgx.CollectableRow) (groupCount, error) {
-		var g groupCount
+// groupCounts reads counts per table, topic and status (sql's four
+// columns).
+func (s *Store) groupCounts(ctx context.Context, sql string, args ...any) ([]TopicStatus, error) {
+	return collect(ctx, s.db, "counting status rows", func(r pgx.CollectableRow) (TopicStatus, error) {
+		var g TopicStatus
 		var topic *string // NULL: mapped events that could not be mapped
-		err := r.Scan(&g.table, &topic, &g.status, &g.n)
+		err := r.Scan(&g.Table, &topic, &g.Status, &g.Events)
 		if topic != nil {
-			g.topic = *topic
+			g.Topic = *topic
 		}
 		return g, err
 	}, sql, args...)

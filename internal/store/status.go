@@ -80,15 +80,7 @@ func (s *Store) Overview(ctx context.Context) (*Overview, error) {
 	if o.StandbySlots, err = s.StandbySlots(ctx); err != nil {
 		return nil, err
 	}
-	if o.Topics, err = collect(ctx, s.db, "reading counts per topic", func(r pgx.CollectableRow) (TopicStatus, error) {
-		var x TopicStatus
-		var topic *string // NULL: mapped events that could not be mapped
-		err := r.Scan(&x.Table, &topic, &x.Status, &x.Events)
-		if topic != nil {
-			x.Topic = *topic
-		}
-		return x, err
-	}, statusTopicsSQL); err != nil {
+	if o.Topics, err = s.groupCounts(ctx, statusTopicsSQL); err != nil {
 		return nil, err
 	}
 	if o.Failed, err = s.FailedByReason(ctx, 0); err != nil {
