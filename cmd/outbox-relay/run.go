@@ -19,10 +19,10 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
-	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/console"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
+	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/relay"
