@@ -29,7 +29,7 @@ func BenchmarkBuildMessage(b *testing.B) {
 	b.Run("plain", func(b *testing.B) { benchmarkBuild(b, nil) })
 	for _, mode := range []cloudevents.Mode{cloudevents.Binary, cloudevents.Structured} {
 		b.Run("cloudevents-"+string(mode), func(b *testing.B) {
-			benchmarkBuild(b, newCEWriter(cloudevents.Config{Mode: mode}, "postgres://u@h/shop"))
+			benchmarkBuild(b, newCEWriter(cloudevents.Config{Mode: mode}, "postgres://u@h/shop", nil))
 		})
 	}
 }

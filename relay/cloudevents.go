@@ -2,7 +2,6 @@ package relay
 
 import (
 	"bytes"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -19,8 +18,7 @@ type ceWriter struct {
 	cfg      cloudevents.Config
 	database string // the database's name, for the default source
 	// sources are the tables' sources, made once (every event's record
-	// shares its table's).
-	mu      sync.Mutex
+	// shares its table's); read-only once made.
 	sources map[string][]byte
 }
 
@@ -31,8 +29,9 @@ var (
 	contentBytes = []byte("application/octet-stream")
 )
 
-// newCEWriter returns cfg's writer, nil when CloudEvents are off.
-func newCEWriter(cfg cloudevents.Config, databaseURL string) *ceWriter {
+// newCEWriter returns cfg's writer for outbox.events and tables, nil when
+// CloudEvents are off.
+func newCEWriter(cfg cloudevents.Config, databaseURL string, tables []*mapping.Table) *ceWriter {
 	if cfg.Mode == cloudevents.Off {
 		return nil
 	}
@@ -40,22 +39,26 @@ func newCEWriter(cfg cloudevents.Config, databaseURL string) *ceWriter {
 	if pc, err := pgconn.ParseConfig(databaseURL); err == nil && pc.Database != "" {
 		w.database = pc.Database
 	}
+	w.sources["outbox.events"] = w.makeSource(nil, "outbox.events")
+	for _, t := range tables {
+		w.sources[t.QualifiedName()] = w.makeSource(t, t.QualifiedName())
+	}
 	return w
 }
 
 // source is a table's CloudEvents source: its own, or the default.
 func (w *ceWriter) source(t *mapping.Table, table string) []byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if s, ok := w.sources[table]; ok {
 		return s
 	}
-	s := cloudevents.DefaultSource(w.database, table)
+	return w.makeSource(t, table) // a kept record of a table no longer configured
+}
+
+func (w *ceWriter) makeSource(t *mapping.Table, table string) []byte {
 	if t != nil && t.CESource != "" {
-		s = t.CESource
+		return []byte(t.CESource)
 	}
-	w.sources[table] = []byte(s)
-	return w.sources[table]
+	return []byte(cloudevents.DefaultSource(w.database, table))
 }
 
 // encode writes e's record, as Build made it, as a CloudEvent; the

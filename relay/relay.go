@@ -325,7 +325,7 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Now != nil {
 		st = st.WithClock(cfg.Now)
 	}
-	r := &Relay{cfg: cfg, log: cfg.Logger, store: st, metrics: cfg.Metrics, ce: newCEWriter(cfg.CloudEvents, cfg.DatabaseURL),
+	r := &Relay{cfg: cfg, log: cfg.Logger, store: st, metrics: cfg.Metrics, ce: newCEWriter(cfg.CloudEvents, cfg.DatabaseURL, cfg.Tables),
 		settle:    &settler{def: cfg.Retry, log: cfg.Logger, rnd: cfg.Rand},
 		pollerLog: cfg.Logger.With(zap.String("component", "poller")), wake: make(chan struct{}, 1),
 		streamDown: outage.New(cfg.Logger, "postgres replication stream")}
