@@ -62,7 +62,7 @@ func (w *ceWriter) makeSource(t *mapping.Table, table string) []byte {
 }
 
 // encode writes e's record, as Build made it, as a CloudEvent; the
-// headers before it stay in e.plain. id is the event's id as text.
+// headers before it stay in e.plain.
 func (w *ceWriter) encode(e *event, ev cloudevents.Event) error {
 	e.plain = len(e.Record.Headers)
 	e.cloud = true
@@ -81,10 +81,22 @@ func eventIDHeader(e *event) []byte {
 }
 
 // outboxEvent is an outbox.events row's CloudEvent: its id, its type, its
-// created_at, a JSON payload.
-func (w *ceWriter) outboxEvent(e *event, typ []byte, at time.Time) error {
+// created_at, its payload's content type (contentOf).
+func (w *ceWriter) outboxEvent(e *event, typ []byte, at time.Time, contentType []byte) error {
 	return w.encode(e, cloudevents.Event{ID: eventIDHeader(e), Source: w.source(nil, "outbox.events"), Type: typ, Time: at,
-		ContentType: contentJSON})
+		ContentType: contentType})
+}
+
+// contentOf is the content type of a payload column of type oid: jsonb by
+// default, or the type a user altered it to.
+func contentOf(oid uint32) []byte {
+	switch oid {
+	case mapping.OIDBytea:
+		return contentBytes
+	case mapping.OIDJSON, mapping.OIDJSONB:
+		return contentJSON
+	}
+	return contentText
 }
 
 // mappedEvent is a mapped table's row's CloudEvent: its id column's text,

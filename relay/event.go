@@ -99,7 +99,7 @@ func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 		err = e.Build(ev)
 	}
 	if err == nil && l.ce != nil {
-		err = l.ce.outboxEvent(e, ev.EventType, ev.Timestamp)
+		err = l.ce.outboxEvent(e, ev.EventType, ev.Timestamp, contentOf(l.rel.Columns[l.payload].TypeOID))
 	}
 	if err != nil {
 		e.invalid = err.Error()
