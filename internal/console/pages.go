@@ -76,26 +76,32 @@ const overviewBound = 10000
 // bounded or estimated (store.OverviewCounts), FAILED reasons of a bounded
 // number of rows, slots and held keys from their indexes.
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	d := overviewData{Statuses: store.Statuses(), Relays: c.relays(ctx), FailedBound: overviewBound}
-	var err error
-	if d.Slots, err = c.st.Slots(ctx); err == nil {
-		if d.Counts, err = c.st.OverviewCounts(ctx, c.cfg.Bounds); err == nil {
-			if d.Failed, err = c.st.FailedByReason(ctx, overviewBound); err == nil {
-				d.Held, err = c.st.HeldKeys(ctx, "", 20)
-			}
-		}
-	}
+	d, err := c.overviewData(r.Context())
 	if err != nil {
 		c.fail(w, err)
 		return
+	}
+	c.render(w, r, "overview.html", "Overview", d)
+}
+
+func (c *Console) overviewData(ctx context.Context) (d overviewData, err error) {
+	d = overviewData{Statuses: store.Statuses(), Relays: c.relays(ctx), FailedBound: overviewBound}
+	if d.Slots, err = c.st.Slots(ctx); err != nil {
+		return d, err
+	}
+	if d.Counts, err = c.st.OverviewCounts(ctx, c.cfg.Bounds); err != nil {
+		return d, err
+	}
+	if d.Failed, err = c.st.FailedByReason(ctx, overviewBound); err != nil {
+		return d, err
 	}
 	var failed int64
 	for _, f := range d.Failed {
 		failed += f.Events
 	}
 	d.FailedCapped = failed >= overviewBound
-	c.render(w, r, "overview.html", "Overview", d)
+	d.Held, err = c.st.HeldKeys(ctx, "", 20)
+	return d, err
 }
 
 // relayTimeout bounds how long the overview waits for a relay's metrics.
