@@ -293,13 +293,6 @@ func (c *Console) do(ctx context.Context, a *action) (string, error) {
 	return notice, nil
 }
 
-func orNone(status string) string {
-	if status == "" {
-		return "no status row"
-	}
-	return status
-}
-
 // back sends the browser to the failed events page with notice (POST,
 // then redirect, then GET: a reload does not repeat the action).
 func (c *Console) back(w http.ResponseWriter, r *http.Request, notice string) {

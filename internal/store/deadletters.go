@@ -82,27 +82,10 @@ func (s *Store) ClaimDeadLetters(ctx context.Context, since time.Time, limit int
 	if err != nil {
 		return nil, fmt.Errorf("claiming failures for the dead-letter topic: %w", err)
 	}
-	var ids [][16]byte
-	id := d.Events.ColumnIndex("id")
-	for i := range d.Rows {
-		if r := &d.Rows[i]; id >= 0 && r.Values[id] == nil {
-			r.Mapped = true
-			ids = append(ids, r.EventID)
-		}
-	}
-	if len(ids) == 0 {
-		return d, nil
-	}
-	copies, err := s.Copies(ctx, ids)
+	err = s.keptRecords(ctx, d.Events, len(d.Rows), func(i int) ([][]byte, [16]byte) { return d.Rows[i].Values, d.Rows[i].EventID },
+		func(i int, cp *Copy) { d.Rows[i].Mapped, d.Rows[i].Copy = true, cp })
 	if err != nil {
 		return nil, err
-	}
-	for i := range d.Rows {
-		if r := &d.Rows[i]; r.Mapped {
-			if cp, ok := copies[r.EventID]; ok {
-				r.Copy = &cp
-			}
-		}
 	}
 	return d, nil
 }

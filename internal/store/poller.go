@@ -100,12 +100,22 @@ func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool
 
 // attachCopies reads the records of c's mapped events.
 func (s *Store) attachCopies(ctx context.Context, c *Claimed) error {
+	return s.keptRecords(ctx, c.Events, len(c.Rows), func(i int) ([][]byte, [16]byte) { return c.Rows[i].Values, c.Rows[i].EventID },
+		func(i int, cp *Copy) { c.Rows[i].Mapped, c.Rows[i].Copy = true, cp })
+}
+
+// keptRecords finds, among n rows of rel's columns (row(i): its values and
+// event id), those without an outbox.events row, a mapped event's, and
+// reads their kept records: attach(i, record) for each, record nil when
+// it was purged.
+func (s *Store) keptRecords(ctx context.Context, rel *cdc.Relation, n int, row func(i int) ([][]byte, [16]byte),
+	attach func(i int, c *Copy)) error {
+	id := rel.ColumnIndex("id")
+	var mapped []int
 	var ids [][16]byte
-	id := c.Events.ColumnIndex("id")
-	for i := range c.Rows {
-		if r := &c.Rows[i]; id >= 0 && r.Values[id] == nil { // no outbox.events row
-			r.Mapped = true
-			ids = append(ids, r.EventID)
+	for i := range n {
+		if values, eventID := row(i); id >= 0 && values[id] == nil {
+			mapped, ids = append(mapped, i), append(ids, eventID)
 		}
 	}
 	if len(ids) == 0 {
@@ -115,12 +125,12 @@ func (s *Store) attachCopies(ctx context.Context, c *Claimed) error {
 	if err != nil {
 		return err
 	}
-	for i := range c.Rows {
-		if r := &c.Rows[i]; r.Mapped {
-			if cp, ok := copies[r.EventID]; ok {
-				r.Copy = &cp
-			}
+	for k, i := range mapped {
+		var cp *Copy
+		if c, ok := copies[ids[k]]; ok {
+			cp = &c
 		}
+		attach(i, cp)
 	}
 	return nil
 }
