@@ -310,14 +310,28 @@ func TestBreaker_PublishGivesUpWhenItsContextEndsDuringAnOutage(t *testing.T) {
 
 func TestBreaker_StartsOpenWhenTheClusterIsUnreachableAndClosesOnceAProducerConnects(t *testing.T) {
 	t.Parallel()
-	b := setupBreakerOn(t, nil, 2)
+	// The publisher reconnects in the background as soon as it is made
+	// (with no backoff here), so the cluster stays unreachable until the
+	// test has looked: a small refusal count raced the first assertion.
+	b := setupBreakerOn(t, nil, 1<<30)
 	if s := b.pub.State(); s != BreakerOpen {
 		t.Fatalf("breaker is %s without a producer, want open", s)
 	}
 	if b.pub.UnavailableFor() <= 0 {
 		t.Fatal("UnavailableFor is 0 with the breaker open since the start")
 	}
-	b.publish(t, "a") // waits for the connection, after two refusals
+	b.publish(t, "a") // waits for the connection
+	select {
+	case m := <-b.out:
+		t.Fatalf("outcome %+v while no producer could connect", m.Outcome)
+	case <-b.producers:
+		t.Fatal("a producer connected while every connection was refused")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if s := b.pub.State(); s != BreakerOpen {
+		t.Fatalf("breaker is %s while every connection is refused, want open", s)
+	}
+	b.refuse.Store(2) // two more refusals, then the cluster answers
 	first := b.nextProducer(t)
 	first.ok(expectSent(t, first, "a"), 1)
 	if m := b.out.next(t); m.Outcome.Result != Sent {
