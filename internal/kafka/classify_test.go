@@ -35,6 +35,7 @@ func TestClassify(t *testing.T) {
 		{"EOF", io.EOF, classUnavailable, ""},
 		{"EncodingError", wrap(sarama.PacketEncodingError{Info: "invalid timestamp"}), classMessage, ReasonInvalidEvent},
 		{"BrokerRefusedTimestamp", sarama.ErrInvalidTimestamp, classMessage, ReasonInvalidEvent},
+		{"BrokerRefusedRecord", sarama.ErrInvalidRecord, classMessage, ReasonInvalidEvent},
 		{"CorruptMessage", sarama.ErrInvalidMessage, classOther, ""},
 		{"Unknown", errors.New("something new"), classOther, ""},
 	}
