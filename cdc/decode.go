@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -66,10 +67,41 @@ var errShort = errors.New("pgoutput message too short")
 // pgEpoch is the zero of PostgreSQL timestamps.
 var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// PostgreSQL's infinite timestamps: the largest and the smallest int64.
+const (
+	pgInfinity    = math.MaxInt64
+	pgNegInfinity = math.MinInt64
+)
+
+// ErrInfiniteTime says a timestamp is infinity or -infinity, which no
+// time.Time holds.
+var ErrInfiniteTime = errors.New("an infinite timestamp")
+
 // PgTime converts microseconds since 2000-01-01 UTC, PostgreSQL's timestamp
-// representation, to a time.Time.
+// representation, to a time.Time (UTC). Every value converts without
+// overflow, PostgreSQL's whole range (4713 BC to 294276 AD) included:
+// seconds and microseconds are added apart, never as one time.Duration
+// (which ends about 292 years from 2000). infinity and -infinity come out
+// as the int64's own distance from 2000; Timestamp says they are infinite.
 func PgTime(micros int64) time.Time {
-	return pgEpoch.Add(time.Duration(micros) * time.Microsecond)
+	sec, us := micros/1e6, micros%1e6
+	if us < 0 {
+		sec, us = sec-1, us+1e6
+	}
+	return time.Unix(pgEpochUnix+sec, us*1e3).UTC()
+}
+
+// pgEpochUnix is pgEpoch in seconds since 1970.
+const pgEpochUnix = 946684800
+
+// Timestamp decodes a timestamptz or timestamp in PostgreSQL's binary form
+// (microseconds since 2000-01-01, a timestamp without time zone read as
+// UTC): the time, or ErrInfiniteTime for infinity and -infinity.
+func Timestamp(micros int64) (time.Time, error) {
+	if micros == pgInfinity || micros == pgNegInfinity {
+		return time.Time{}, ErrInfiniteTime
+	}
+	return PgTime(micros), nil
 }
 
 type reader struct {

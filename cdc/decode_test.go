@@ -2,6 +2,8 @@ package cdc
 
 import (
 	"encoding/binary"
+	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +216,36 @@ func TestDecoder_MessagesTheRelayDidNotAskForAreSkipped(t *testing.T) {
 				t.Fatalf("the insert after it: %+v ok=%v err=%v", ch, ok, err)
 			}
 		})
+	}
+}
+
+// PostgreSQL's timestamps run from 4714-11-24 BC to 294276-12-31 AD
+// (MIN_TIMESTAMP and END_TIMESTAMP in its datatype/timestamp.h), far
+// past the 292 years a time.Duration holds around 2000.
+func TestPgTime_DecodesEveryTimestampPostgreSQLStoresWithoutOverflow(t *testing.T) {
+	cases := []struct {
+		micros int64
+		want   time.Time
+	}{
+		{0, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{-1, time.Date(1999, 12, 31, 23, 59, 59, 999999000, time.UTC)},
+		{-960867740000000, time.Date(1969, 7, 20, 20, 17, 40, 0, time.UTC)},
+		// 10000-01-01: the value the issue saw sent as 1816-03-30.
+		{252455616000000000, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{-211813488000000000, time.Date(-4713, 11, 24, 0, 0, 0, 0, time.UTC)},                           // 4714-11-24 BC
+		{9223371331200000000 - 1, time.Date(294277, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Microsecond)}, // 294276-12-31 23:59:59.999999
+	}
+	for _, c := range cases {
+		if got := PgTime(c.micros); !got.Equal(c.want) {
+			t.Errorf("PgTime(%d) = %v, want %v", c.micros, got, c.want)
+		}
+		if got, err := Timestamp(c.micros); err != nil || !got.Equal(c.want) {
+			t.Errorf("Timestamp(%d) = %v, %v; want %v", c.micros, got, err, c.want)
+		}
+	}
+	for _, inf := range []int64{math.MaxInt64, math.MinInt64} {
+		if _, err := Timestamp(inf); !errors.Is(err, ErrInfiniteTime) {
+			t.Errorf("Timestamp(%d): %v, want ErrInfiniteTime", inf, err)
+		}
 	}
 }

@@ -134,14 +134,17 @@ func (d *deadLetters) round(ctx context.Context) (int, error) {
 		case kafka.Sent:
 			o.Status = store.DeadLetterSent
 			d.metrics.DeadLettered.WithLabelValues(topic, "sent").Inc()
-		case kafka.Rejected:
-			o.Status, o.Error = store.DeadLetterFailed, m.Outcome.Reason+": "+m.Outcome.Err.Error()
+		case kafka.Rejected, kafka.Failed:
+			// Refused by the topic, or an error of this record's: a dead
+			// letter is tried once, not again and again (the status row
+			// stays the truth; a resend that fails again publishes anew).
+			o.Status, o.Error = store.DeadLetterFailed, describeOutcome(m.Outcome)
 			d.metrics.DeadLettered.WithLabelValues(topic, "refused").Inc()
-			d.log.Warn("the dead-letter topic refused a failed event; its status row says why (dead_letter_error)",
+			d.log.Warn("the dead letter of a failed event could not be published; its status row says why (dead_letter_error)",
 				zap.String("event_id", string(kafka.FormatUUID(row.EventID))), zap.String("topic", topic), zap.String("error", o.Error))
-		default: // Kafka unavailable (a spill deferred it), or an error worth another try
+		default: // Kafka unavailable: a spill deferred it; tried again when Kafka is back
 			if m.Outcome.Err != nil {
-				d.log.Info("a dead letter will be tried again", zap.Error(m.Outcome.Err))
+				d.log.Info("a dead letter will be tried again when Kafka is available", zap.Error(m.Outcome.Err))
 			}
 		}
 		outcomes[i] = o
@@ -174,9 +177,27 @@ func (d *deadLetters) letter(e *event, row *store.DeadLetter, rel *cdc.Relation)
 		m.DeadLetter(&e.Message, d.topic, row.EventID, nil, nil, row.FailedAt, extra)
 		return m
 	}
+	// The event's time when a record can carry it, else the failure's.
+	at := row.FailedAt
+	if !e.at.IsZero() {
+		at = e.at
+	}
 	key, value := rawKeyValue(row, rel)
-	m.DeadLetter(nil, d.topic, row.EventID, key, value, row.FailedAt, extra)
+	m.DeadLetter(nil, d.topic, row.EventID, key, value, at, extra)
 	return m
+}
+
+// describeOutcome is why a dead letter was not published, for
+// dead_letter_error.
+func describeOutcome(o kafka.Outcome) string {
+	reason := o.Reason
+	if reason == "" {
+		reason = "NOT_PUBLISHED"
+	}
+	if o.Err == nil {
+		return reason
+	}
+	return reason + ": " + o.Err.Error()
 }
 
 // originalTopic is the topic the event was for: its record's, else the

@@ -64,6 +64,10 @@ type event struct {
 	size        int
 	maxAttempts int32     // the event's own override, 0 for the policy's
 	commitTime  time.Time // streamed events: their transaction's commit
+	// at is the event's time when it is one a record can carry (its
+	// created_at, else its commit time), zero otherwise; an unpublishable
+	// event's dead letter carries it.
+	at time.Time
 	// Streamed events: the commit LSN of their transaction and their
 	// position in it, kept in their row (after seq) for the poller's key
 	// order.
@@ -92,6 +96,9 @@ func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 	copy(e.id[:], values[l.id])
 	if l.maxAttempts >= 0 && len(values[l.maxAttempts]) == 4 {
 		e.maxAttempts = int32(binary.BigEndian.Uint32(values[l.maxAttempts]))
+	}
+	if at, err := l.time(values, commitTime); err == nil {
+		e.at = at
 	}
 	ev, err := l.read(values, commitTime)
 	if err == nil {
@@ -131,16 +138,23 @@ func (l *layout) read(values [][]byte, commitTime time.Time) (ev kafka.Event, er
 			return ev, err
 		}
 	}
-	ev.Timestamp = commitTime
-	if l.createdAt >= 0 && values[l.createdAt] != nil {
-		switch oid := l.rel.Columns[l.createdAt].TypeOID; oid {
-		case mapping.OIDTimestamptz, mapping.OIDTimestamp:
-			if v := values[l.createdAt]; len(v) == 8 {
-				ev.Timestamp = cdc.PgTime(int64(binary.BigEndian.Uint64(v)))
+	ev.Timestamp, err = l.time(values, commitTime)
+	return ev, err
+}
+
+// time is the record's time: the created_at column's when set, else the
+// commit's; an error when created_at is a time no record can carry.
+func (l *layout) time(values [][]byte, commitTime time.Time) (time.Time, error) {
+	if l.createdAt >= 0 {
+		c := l.rel.Columns[l.createdAt]
+		if c.TypeOID == mapping.OIDTimestamptz || c.TypeOID == mapping.OIDTimestamp {
+			t, ok, err := mapping.RecordTime(c.Name, c.TypeOID, values[l.createdAt])
+			if err != nil || ok {
+				return t, err
 			}
 		}
 	}
-	return ev, nil
+	return commitTime, nil
 }
 
 // text reads a text-like column.

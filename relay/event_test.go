@@ -3,11 +3,16 @@ package relay_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
@@ -141,4 +146,34 @@ func TestRelay_AGeneratedColumnIsStreamedOnPostgreSQL18(t *testing.T) {
 		}
 	}
 	t.Fatalf("headers %v lack the generated tenant header", recs[0].Headers)
+}
+
+// Changing the payload column's type changes what the poller's prepared
+// statements return; PostgreSQL then refuses their cached plans once. That
+// is no outage: the poller prepares them again and says nothing.
+func TestRelay_APayloadColumnTypeChangeIsNoPostgresOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders", "dlt"))
+	cfg := b.deadLetterConfig(t, "dlt")
+	cfg.Kafka.Topics = nil
+	core, logs := observer.New(zap.InfoLevel)
+	cfg.Logger = zap.New(zapcore.NewTee(core, cfg.Logger.Core()))
+	b.startRelay(t, cfg)
+	var id string
+	if err := b.pool.QueryRow(context.Background(), `INSERT INTO outbox.events (topic, key, payload) VALUES ('later', 'k', '{"n": 1}')
+		RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, id, "FAILED")
+	if _, err := kadm.NewClient(newKgo(t, b.brokers)).CreateTopics(context.Background(), 1, 1, nil, "later"); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `ALTER TABLE outbox.events ALTER payload TYPE text USING payload::text`)
+	b.exec(t, `SELECT outbox.resend_failed()`)
+	b.waitFor(t, id, "SENT") // the poller claimed and delivered it after the change
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, "unavailable") || strings.Contains(fmt.Sprint(e.ContextMap()), "cached plan") {
+			t.Errorf("logged after a column type change: %s %v", e.Message, e.ContextMap())
+		}
+	}
 }

@@ -76,7 +76,7 @@ func TestMetrics_CountersEqualWhatHappened(t *testing.T) {
 	b := setup(t, kfake.SeedTopics(3, "orders", "flaky"))
 	// The first produce to "flaky" is rejected with an error that is neither
 	// an outage nor the message's fault: retried, then sent.
-	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "flaky", Err: kerr.InvalidRecord, Count: 1})
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "flaky", Err: kerr.UnknownServerError, Count: 1})
 	cfg := b.config(t)
 	cfg.Retry = retry.Policy{Kind: retry.KindFixed, Delay: 50 * time.Millisecond, MaxDelay: time.Second, MaxAttempts: 5, Jitter: retry.JitterNone}
 	cfg.Poll.Interval = 20 * time.Millisecond

@@ -112,7 +112,7 @@ func TestPoller_RepeatedlyFailingEventEndsFailedAfterExactlyMaxAttempts(t *testi
 	b := setup(t, kfake.SeedTopics(1, "orders", "flaky"))
 	// Every produce to "flaky" is rejected with an error that is neither
 	// message-specific nor an outage: the poller retries it.
-	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "flaky", Err: kerr.InvalidRecord, Count: -1})
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "flaky", Err: kerr.UnknownServerError, Count: -1})
 	cfg := b.config(t)
 	cfg.Retry = retry.Policy{Kind: retry.KindFixed, Delay: 50 * time.Millisecond, MaxDelay: time.Second, MaxAttempts: 4, Jitter: retry.JitterNone}
 	cfg.Poll.Interval = 20 * time.Millisecond

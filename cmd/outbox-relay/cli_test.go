@@ -50,6 +50,8 @@ func TestCLI_UsageErrorsExit64OnOneLineWithAPointerToHelp(t *testing.T) {
 		{[]string{"run", "--dead-letter-topic", "dead letters"}, `--dead-letter-topic "dead letters": a Kafka topic name`},
 		{[]string{"run", "--cloudevents", "json"}, `--cloudevents "json": binary, structured, or empty for none`},
 		{[]string{"run", "--cloudevents-default-type", "x"}, "--cloudevents-default-type need --cloudevents binary or structured"},
+		{[]string{"run", "--cloudevents", "binary", "--cloudevents-source", "/shop db/orders"}, `--cloudevents-source: "/shop db/orders" is not a URI-reference`},
+		{[]string{"run", "--cloudevents", "binary", "--cloudevents-default-type", "order\ncreated"}, "--cloudevents-default-type: CloudEvents attribute type holds control character"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -20,6 +20,9 @@ const (
 	// ReasonInvalidPartition: a mapped table placed the event on a
 	// partition its topic does not have.
 	ReasonInvalidPartition = "INVALID_PARTITION"
+	// ReasonInvalidEvent: the record cannot be encoded, or the broker
+	// refused its timestamp or its form; no retry changes that.
+	ReasonInvalidEvent = "INVALID_EVENT"
 )
 
 // errNoSuchPartition: the partition a mapped table placed an event on does
@@ -53,6 +56,8 @@ func classify(err error) (failureClass, string) {
 		return classMessage, ReasonMessageTooLarge
 	case errors.Is(err, errNoSuchPartition):
 		return classMessage, ReasonInvalidPartition
+	case errors.Is(err, sarama.ErrInvalidTimestamp), errors.Is(err, sarama.ErrInvalidRecord), isEncoding(err):
+		return classMessage, ReasonInvalidEvent
 	}
 	for _, t := range unavailable {
 		if errors.Is(err, t) {
@@ -83,4 +88,12 @@ var unavailable = []error{
 func isClientSizeCheck(err error) bool {
 	var ce sarama.ConfigurationError
 	return errors.As(err, &ce) && strings.Contains(string(ce), "MaxMessageBytes")
+}
+
+// isEncoding reports whether err is the client's failure to encode a
+// record: the same record fails the same way every time.
+func isEncoding(err error) bool {
+	var pe sarama.PacketEncodingError
+	var ppe *sarama.PacketEncodingError
+	return errors.As(err, &pe) || errors.As(err, &ppe)
 }

@@ -33,6 +33,9 @@ func TestClassify(t *testing.T) {
 		{"Timeout", sarama.ErrRequestTimedOut, classUnavailable, ""},
 		{"ConnectionRefused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, classUnavailable, ""},
 		{"EOF", io.EOF, classUnavailable, ""},
+		{"EncodingError", wrap(sarama.PacketEncodingError{Info: "invalid timestamp"}), classMessage, ReasonInvalidEvent},
+		{"BrokerRefusedTimestamp", sarama.ErrInvalidTimestamp, classMessage, ReasonInvalidEvent},
+		{"BrokerRefusedRecord", sarama.ErrInvalidRecord, classMessage, ReasonInvalidEvent},
 		{"CorruptMessage", sarama.ErrInvalidMessage, classOther, ""},
 		{"Unknown", errors.New("something new"), classOther, ""},
 	}

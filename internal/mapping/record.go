@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -206,7 +207,11 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 	}
 	r.Timestamp = commitTime
 	if t.Timestamp != "" {
-		if ts, ok := b.time(t.Timestamp, values); ok {
+		ts, ok, err := b.time(t.Timestamp, values)
+		if err != nil {
+			return r, err
+		}
+		if ok {
 			r.Timestamp = ts
 		}
 	}
@@ -467,21 +472,55 @@ func (b *Bound) partition(col string, values [][]byte) (int32, error) {
 }
 
 // time reads a timestamp column: timestamptz, timestamp (UTC) or bigint
-// milliseconds since the epoch.
-func (b *Bound) time(col string, values [][]byte) (time.Time, bool) {
+// milliseconds since the epoch; ok is false for NULL or another type, and
+// err says why a value cannot be a record's time (RecordTime).
+func (b *Bound) time(col string, values [][]byte) (t time.Time, ok bool, err error) {
 	i := b.idx[col]
-	v := values[i]
+	return RecordTime(col, b.rel.Columns[i].TypeOID, values[i])
+}
+
+// The times a record may carry. A Kafka record's timestamp is
+// milliseconds since 1970 (brokers refuse a negative one, which means
+// "none"); the producer writes a batch's timestamps as differences from
+// its first, held in a time.Duration, which spans 292 years. Within
+// 1970-01-01 and 2262-04-11 (the nanoseconds since 1970 an int64 holds)
+// any two times of a batch differ by less, so an event's time never
+// depends on its neighbours'.
+var (
+	MinRecordTime = time.Unix(0, 0).UTC()
+	MaxRecordTime = time.Unix(0, math.MaxInt64).UTC().Truncate(time.Millisecond)
+)
+
+// RecordTime reads column col's value v (binary: timestamptz, timestamp
+// read as UTC, or bigint milliseconds since 1970) as a record's time. ok is
+// false when v is NULL or of another type: the record keeps its commit
+// time. err names the column and the value when Kafka cannot carry it:
+// before 1970, after 9999, or infinite.
+func RecordTime(col string, oid uint32, v []byte) (t time.Time, ok bool, err error) {
 	if len(v) != 8 {
-		return time.Time{}, false
+		return time.Time{}, false, nil
 	}
 	n := int64(binary.BigEndian.Uint64(v)) //nolint:gosec // a signed column
-	switch b.rel.Columns[i].TypeOID {
+	switch oid {
 	case OIDTimestamptz, OIDTimestamp:
-		return cdc.PgTime(n), true
+		t, err = cdc.Timestamp(n)
+		if err != nil {
+			inf := "infinity"
+			if n < 0 {
+				inf = "-infinity"
+			}
+			return t, true, fmt.Errorf("column %s is %s, which a Kafka record's timestamp cannot carry", col, inf)
+		}
 	case OIDInt8:
-		return time.UnixMilli(n), true
+		t = time.UnixMilli(n).UTC()
+	default:
+		return time.Time{}, false, nil
 	}
-	return time.Time{}, false
+	if t.Before(MinRecordTime) || t.After(MaxRecordTime) {
+		return t, true, fmt.Errorf("column %s is %s, outside the times a Kafka record's timestamp can carry "+
+			"(1970-01-01 to 2262-04-11 UTC)", col, t.Format("2006-01-02 15:04:05.999999Z07:00"))
+	}
+	return t, true, nil
 }
 
 func integer(v []byte) (int64, bool) {

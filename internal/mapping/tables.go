@@ -111,6 +111,11 @@ func (t *Table) cloudEvents(e *ceEntry, option string) error {
 	if e == nil {
 		return nil
 	}
+	if e.Source != "" {
+		if err := cloudevents.CheckSource(e.Source); err != nil {
+			return fmt.Errorf("%s.source: %w", option, err)
+		}
+	}
 	t.CESource = e.Source
 	if e.Subject != "" {
 		t.CEAttributes = append(t.CEAttributes, CEAttribute{Name: "subject", Column: e.Subject})

@@ -148,7 +148,7 @@ type EventPage struct {
 // the event that takes the values read to maxBytes: Read says how many ids
 // the page covers.
 func (s *Store) ReadBackfillEvents(ctx context.Context, ids [][16]byte, maxBytes int) (*EventPage, error) {
-	rows, err := s.db.Query(ctx, backfillEventsSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, ids)
+	rows, err := s.readEvents(ctx, backfillEventsSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading %d events to backfill: %w", len(ids), err)
 	}

@@ -60,7 +60,7 @@ const deadLetterColumns = 6
 // ClaimDeadLetters takes up to limit failures since since that are not on
 // the dead-letter topic yet, each held for lease.
 func (s *Store) ClaimDeadLetters(ctx context.Context, since time.Time, limit int, lease time.Duration) (*DeadLetters, error) {
-	rows, err := s.db.Query(ctx, deadLetterClaimSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, since, limit,
+	rows, err := s.readEvents(ctx, deadLetterClaimSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, since, limit,
 		lease.Milliseconds(), s.now())
 	if err != nil {
 		return nil, fmt.Errorf("claiming failures for the dead-letter topic: %w", err)

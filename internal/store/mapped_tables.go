@@ -55,7 +55,7 @@ func (s *Store) MappedUnrelayed(ctx context.Context, t *mapping.Table, after Bac
 		to.InfinityModifier = pgtype.Infinity
 	}
 	what := fmt.Sprintf("reading the rows of %s without a status row", t.QualifiedName())
-	rows, err := s.db.Query(ctx, forTable(mappedUnrelayedSQL, t), pgx.QueryResultFormats{pgx.BinaryFormatCode},
+	rows, err := s.readEvents(ctx, forTable(mappedUnrelayedSQL, t), pgx.QueryResultFormats{pgx.BinaryFormatCode},
 		from, to, after.Seq, t.QualifiedName(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)

@@ -68,7 +68,7 @@ const claimColumns = 8
 // taken only when every earlier row of its topic and key that is PENDING or
 // PROCESSING (and, with hold, FAILED) is taken with it: see claim.sql.
 func (s *Store) Claim(ctx context.Context, instance string, limit int, hold bool) (*Claimed, error) {
-	rows, err := s.db.Query(ctx, claimSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, instance, limit, s.now(), hold)
+	rows, err := s.readEvents(ctx, claimSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, instance, limit, s.now(), hold)
 	if err != nil {
 		return nil, fmt.Errorf("claiming due rows: %w", err)
 	}
@@ -297,7 +297,7 @@ func (s *Store) SweepWindow(ctx context.Context, from, upper time.Time, limit in
 // behind a queued one). It stops after the event that takes the values
 // read to maxBytes, and says so (Full).
 func (s *Store) SweepEvents(ctx context.Context, from, upper time.Time, limit, maxBytes int, hold bool) (*EventPage, error) {
-	rows, err := s.db.Query(ctx, sweepEventsSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, from, upper, limit, hold)
+	rows, err := s.readEvents(ctx, sweepEventsSQL, pgx.QueryResultFormats{pgx.BinaryFormatCode}, from, upper, limit, hold)
 	if err != nil {
 		return nil, fmt.Errorf("gap sweep: %w", err)
 	}

@@ -210,3 +210,15 @@ func (s *Store) EndWalsender(ctx context.Context, pid uint32) (bool, error) {
 	}
 	return ended, nil
 }
+
+// readEvents runs a statement that returns events' rows in their own
+// columns' types, which are the user's to change (payload altered to text
+// or bytea). A prepared statement's cached plan would then be refused
+// ("cached plan must not change result type"), once on each of the pool's
+// connections, and read as PostgreSQL being unavailable; so these
+// statements are described and run unnamed (QueryExecModeDescribeExec),
+// their result types read anew each time. They run once a batch, not once
+// an event: the extra round trip and the planning are a batch's cost.
+func (s *Store) readEvents(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return s.db.Query(ctx, sql, append([]any{pgx.QueryExecModeDescribeExec}, args...)...)
+}

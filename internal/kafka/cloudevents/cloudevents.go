@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -56,12 +57,74 @@ func (c Config) Validate() error {
 	if c.Mode == Off && (c.Source != "" || c.DefaultType != "") {
 		return errors.New("--cloudevents-source and --cloudevents-default-type need --cloudevents binary or structured")
 	}
+	if c.Source != "" {
+		if err := CheckSource(c.Source); err != nil {
+			return fmt.Errorf("--cloudevents-source: %w", err)
+		}
+	}
+	if c.DefaultType != "" {
+		if err := CheckString("type", []byte(c.DefaultType)); err != nil {
+			return fmt.Errorf("--cloudevents-default-type: %w", err)
+		}
+	}
 	return nil
 }
 
 // DefaultSource is a table's source unless configured: the database and
-// the table, as a URI reference (/orders_db/outbox.events).
-func DefaultSource(database, table string) string { return "/" + database + "/" + table }
+// the table, as a URI reference (/orders_db/outbox.events), each
+// percent-encoded as a path segment (a database "shop db" is /shop%20db/...).
+func DefaultSource(database, table string) string {
+	return "/" + url.PathEscape(database) + "/" + url.PathEscape(table)
+}
+
+// CheckSource says why s is not a source: the spec's source is a
+// non-empty URI-reference (RFC 3986): only its characters, a percent sign
+// followed by two hex digits, and a form net/url parses.
+func CheckSource(s string) error {
+	if s == "" {
+		return errors.New("a CloudEvents source must not be empty")
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0:
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+		default:
+			return fmt.Errorf("%q is not a URI-reference: byte %d (%q) must be percent-encoded", s, i, c)
+		}
+	}
+	if _, err := url.Parse(s); err != nil {
+		return fmt.Errorf("%q is not a URI-reference: %w", s, err)
+	}
+	return nil
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+// CheckString says why v cannot be the value of a string attribute: the
+// spec's String is a sequence of Unicode characters other than controls
+// (U+0000-U+001F, U+007F-U+009F), so a value must be valid UTF-8 without
+// them (a newline in a ce_ header is the risk).
+func CheckString(attribute string, v []byte) error {
+	for i := 0; i < len(v); {
+		if c := v[i]; c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return fmt.Errorf("CloudEvents attribute %s holds control character %U at byte %d; the spec allows none", attribute, rune(c), i)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(v[i:])
+		if r == utf8.RuneError && size == 1 {
+			return fmt.Errorf("CloudEvents attribute %s is not valid UTF-8 (byte %d)", attribute, i)
+		}
+		if r <= 0x9f {
+			return fmt.Errorf("CloudEvents attribute %s holds control character %U at byte %d; the spec allows none", attribute, r, i)
+		}
+		i += size
+	}
+	return nil
+}
 
 // Attribute is an optional attribute (subject, or an extension) and its
 // value.
@@ -100,6 +163,10 @@ var (
 // ErrNoType says an event has no type and no default is configured.
 var ErrNoType = errors.New("a CloudEvent needs a type: the event has no event type and --cloudevents-default-type is not set")
 
+// ErrNoID says an event's id is empty, which the spec forbids (and which
+// an SDK replaces with a random id on every read, defeating deduplication).
+var ErrNoID = errors.New("a CloudEvent needs a non-empty id: the event's id is empty")
+
 // extensionName is what the spec allows an extension's name: lower-case
 // letters and digits.
 var extensionName = regexp.MustCompile(`^[a-z0-9]{1,20}$`)
@@ -137,8 +204,17 @@ func (c *Config) Encode(r *sarama.ProducerMessage, ev Event) error {
 	if c.Source != "" || source == nil {
 		source = []byte(c.Source)
 	}
+	if err := check(ev, source, typ); err != nil {
+		return err
+	}
 	ts := ev.Time.UTC().AppendFormat(make([]byte, 0, len(time.RFC3339Nano)), time.RFC3339Nano)
-	switch c.Mode {
+	mode := c.Mode
+	if mode == Structured && r.Value == nil {
+		// A tombstone stays one: a null value, its attributes as the
+		// binary mode's ce_ headers (an SDK reads an event without data).
+		mode = Binary
+	}
+	switch mode {
 	case Binary:
 		hs := make([]sarama.RecordHeader, len(r.Headers), len(r.Headers)+6+len(ev.Attributes))
 		copy(hs, r.Headers)
@@ -149,6 +225,9 @@ func (c *Config) Encode(r *sarama.ProducerMessage, ev Event) error {
 			hs = append(hs, sarama.RecordHeader{Key: hContentType, Value: ev.ContentType})
 		}
 		for _, a := range ev.Attributes {
+			if omitted(a) {
+				continue
+			}
 			hs = append(hs, sarama.RecordHeader{Key: []byte("ce_" + a.Name), Value: a.Value})
 		}
 		r.Headers = hs
@@ -163,8 +242,35 @@ func (c *Config) Encode(r *sarama.ProducerMessage, ev Event) error {
 	return nil
 }
 
+// check says why ev cannot be a valid CloudEvent: an empty id, or a string
+// attribute the spec does not allow.
+func check(ev Event, source, typ []byte) error {
+	if len(ev.ID) == 0 {
+		return ErrNoID
+	}
+	for _, a := range [...]struct {
+		name string
+		v    []byte
+	}{{"id", ev.ID}, {"source", source}, {"type", typ}, {"datacontenttype", ev.ContentType}} {
+		if err := CheckString(a.name, a.v); err != nil {
+			return err
+		}
+	}
+	for _, a := range ev.Attributes {
+		if err := CheckString(a.Name, a.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// omitted reports whether an optional attribute is left out: an empty
+// subject, which the spec says must be non-empty when present.
+func omitted(a Attribute) bool { return len(a.Value) == 0 && a.Name == "subject" }
+
 // structured is the event in the JSON format: data holds a JSON value as
-// JSON, any other value as data_base64.
+// JSON, text (valid UTF-8 of a text/* type) as a JSON string, any other
+// value as data_base64.
 func structured(r *sarama.ProducerMessage, ev Event, source, typ, ts []byte) ([]byte, error) {
 	var value []byte
 	if r.Value != nil {
@@ -190,22 +296,35 @@ func structured(r *sarama.ProducerMessage, ev Event, source, typ, ts []byte) ([]
 	str("type", typ)
 	str("time", ts)
 	for _, a := range ev.Attributes {
-		str(a.Name, a.Value)
+		if !omitted(a) {
+			str(a.Name, a.Value)
+		}
 	}
 	if value != nil {
 		if ev.ContentType != nil {
 			str("datacontenttype", ev.ContentType)
 		}
-		if isJSON(string(ev.ContentType)) && json.Valid(value) {
+		switch {
+		case isJSON(string(ev.ContentType)) && json.Valid(value):
 			buf = append(buf, `,"data":`...)
 			buf = append(buf, value...)
-		} else {
+		case isText(string(ev.ContentType)) && utf8.Valid(value):
+			q, _ := json.Marshal(string(value)) // a string always marshals
+			buf = append(buf, `,"data":`...)
+			buf = append(buf, q...)
+		default:
 			buf = append(buf, `,"data_base64":"`...)
 			buf = base64.StdEncoding.AppendEncode(buf, value)
 			buf = append(buf, '"')
 		}
 	}
 	return append(buf, '}'), nil
+}
+
+// isText reports whether a media type is text: text/*.
+func isText(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.HasPrefix(strings.TrimSpace(strings.ToLower(mt)), "text/")
 }
 
 // isJSON reports whether a media type is JSON's.
