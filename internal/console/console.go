@@ -266,6 +266,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /static/{name}", staticFile)
 	mux.HandleFunc("GET /failed", c.failed)
 	mux.HandleFunc("GET /held", c.held)
+	mux.HandleFunc("GET /actions", c.actions)
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("GET /events/{id}", c.event)
 	mux.HandleFunc("POST /resend", c.admin(c.act("resend")))
@@ -447,6 +448,8 @@ func (c *Console) authenticate(next http.Handler) http.Handler {
 func (c *Console) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if roleFrom(r.Context()) != roleAdmin {
+			c.log.Warn("console: an action refused to the read-only token", zap.String("remote_addr", r.RemoteAddr),
+				zap.String("path", r.URL.Path))
 			http.Error(w, "the read-only token cannot change the outbox", http.StatusForbidden)
 			return
 		}

@@ -223,6 +223,19 @@ func (c *Console) held(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "held.html", "Held keys", held)
 }
 
+// actionsShown is how many actions the actions page lists.
+const actionsShown = 200
+
+// actions lists the console's last actions (outbox.console_actions).
+func (c *Console) actions(w http.ResponseWriter, r *http.Request) {
+	list, err := c.st.ConsoleActions(r.Context(), actionsShown)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, "actions.html", "Actions", list)
+}
+
 var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // action is resend or skip, on one event, the selected ones, or every

@@ -185,6 +185,7 @@ func TestConsole_EveryResponseCarriesTheSecurityHeaders(t *testing.T) {
 		{"GET", "/", "", adminToken, nil, 200},
 		{"GET", "/failed", "", adminToken, nil, 200},
 		{"GET", "/held", "", adminToken, nil, 200},
+		{"GET", "/actions", "", readToken, nil, 200},
 		{"GET", "/events", "", adminToken, nil, 200},
 		{"GET", "/events/" + ids[0] + "?payload=show", "", readToken, nil, 200},
 		{"GET", "/static/console.js", "", readToken, nil, 200},
@@ -308,6 +309,10 @@ func TestConsole_LogsEveryActionInATableOperatorsCanRead(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("outbox.console_actions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// And in the console, for any token.
+	if _, body := request(t, srv, http.MethodGet, "/actions", "", readToken, nil); !strings.Contains(body, `<td>skip</td><td class="err">{&#34;event_ids&#34;: [&#34;`+ids[0]+`&#34;]}</td><td class="n">1</td>`) {
+		t.Errorf("the actions page:\n%s", body)
+	}
 	entries := logs.FilterMessage("console action").All()
 	if len(entries) != 2 {
 		t.Fatalf("%d log lines of actions, want 2: %v", len(entries), logs.All())
@@ -346,7 +351,7 @@ func TestConsole_ADatabaseErrorShowsAnIDAndLogsTheDetails(t *testing.T) {
 	}
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
-	for _, path := range []string{"/", "/failed", "/events", "/held"} {
+	for _, path := range []string{"/", "/failed", "/events", "/held", "/actions"} {
 		resp, body := request(t, srv, http.MethodGet, path, "", "", nil)
 		m := regexp.MustCompile(`error id ([0-9a-f]{16})`).FindStringSubmatch(body)
 		if resp.StatusCode != http.StatusServiceUnavailable || m == nil || strings.Contains(body, "does not exist") ||

@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ConsoleAction is one action of the operator console, as
@@ -17,6 +20,10 @@ type ConsoleAction struct {
 	Filter      []byte
 	RowsChanged int64
 	ErrorID     string // the id of the error the browser was shown; "": none
+	// At and DBUser are the log's: when, and the database role (read
+	// only).
+	At     time.Time
+	DBUser string
 }
 
 // LogConsoleAction adds a to the console's action log, through
@@ -28,6 +35,20 @@ func (s *Store) LogConsoleAction(ctx context.Context, a ConsoleAction) error {
 		return fmt.Errorf("logging the console's %s: %w", a.Action, err)
 	}
 	return nil
+}
+
+// ConsoleActions lists the console's last limit actions, newest first.
+func (s *Store) ConsoleActions(ctx context.Context, limit int) ([]ConsoleAction, error) {
+	return collect(ctx, s.db, "reading outbox.console_actions", func(r pgx.CollectableRow) (ConsoleAction, error) {
+		var a ConsoleAction
+		var errorID *string
+		err := r.Scan(&a.At, &a.TokenRole, &a.RemoteAddr, &a.Action, &a.Filter, &a.RowsChanged, &errorID, &a.DBUser)
+		if errorID != nil {
+			a.ErrorID = *errorID
+		}
+		return a, err
+	}, `SELECT at, token_role, remote_addr, action, filter::text, rows_changed, error_id, db_user
+		FROM outbox.console_actions ORDER BY id DESC LIMIT $1`, limit)
 }
 
 // InTx runs fn with a Store whose statements run in one transaction, and
