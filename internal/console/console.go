@@ -308,8 +308,8 @@ func (c *Console) checkHost(next http.Handler) http.Handler {
 		if !c.hosts.serves(r.Host) {
 			c.log.Debug("console: a request for a host it does not serve", zap.String("host", r.Host),
 				zap.String("remote_addr", r.RemoteAddr))
-			http.Error(w, "421 misdirected request: the console is not served under this host name (its "+
-				c.cfg.flag("allowed-hosts")+" are)", http.StatusMisdirectedRequest)
+			http.Error(w, "421 misdirected request: the console is not served under this host name ("+
+				c.cfg.flag("allowed-hosts")+" adds one)", http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)
