@@ -8,9 +8,10 @@
 --                    sequence its seq column's default calls; SELECT of id for
 --                    INSERT ... RETURNING id). Nothing on outbox.deliveries.
 --   outbox_operator  people and the CLI's operator commands (failed, resend,
---                    skip, held, purge, status): read everything, change status
---                    rows through the functions, purge. No INSERT into the
---                    outbox, no DDL.
+--                    skip, held, purge, status) and the console: read everything,
+--                    change status rows through the functions, purge, add to
+--                    the console's action log (outbox.log_console_action). No
+--                    INSERT into the outbox, no DDL.
 --   outbox_relay     the relay: read the outbox, write status rows and copies,
 --                    delete what retention deletes. Its login role also needs
 --                    REPLICATION (a role attribute, not inherited): CREATE ROLE
@@ -46,14 +47,15 @@ GRANT SELECT, INSERT ON outbox.dead_letter_topics TO outbox_relay;
 GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_events, outbox.delivery_stats,
     outbox.held_keys TO outbox_relay;
 
--- The operator's functions run with their caller's rights; only operators
--- (and the owner) may call them.
+-- The operator's functions run with their caller's rights (but
+-- log_console_action, which runs as the owner and only appends to the
+-- console's action log); only operators (and the owner) may call them.
 DO $$
 DECLARE f regprocedure;
 BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
              WHERE p.pronamespace = 'outbox'::regnamespace
-               AND p.proname IN ('resend', 'resend_failed', 'skip', 'skip_failed', 'purge') LOOP
+               AND p.proname IN ('resend', 'resend_failed', 'skip', 'skip_failed', 'purge', 'log_console_action') LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO outbox_operator', f);
     END LOOP;

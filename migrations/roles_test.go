@@ -78,6 +78,7 @@ func TestRoles_EachRoleCanDoItsJobAndNothingElse(t *testing.T) {
 	}
 	insert := `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"a": 1}') RETURNING id`
 	resend := `SELECT outbox.resend('` + event + `')`
+	logAction := `SELECT outbox.log_console_action('admin', '127.0.0.1:1', 'skip', '{}', 0, NULL)`
 	cases := []struct {
 		group   string
 		allowed []string
@@ -87,18 +88,20 @@ func TestRoles_EachRoleCanDoItsJobAndNothingElse(t *testing.T) {
 			[]string{insert},
 			[]string{`UPDATE outbox.deliveries SET status = 'SENT'`, `DELETE FROM outbox.deliveries`,
 				`SELECT * FROM outbox.deliveries`, resend, `SELECT outbox.skip('` + event + `')`,
-				`SELECT payload FROM outbox.events`, `DELETE FROM outbox.events`}},
+				`SELECT payload FROM outbox.events`, `DELETE FROM outbox.events`, logAction}},
 		{"outbox_operator",
 			[]string{`SELECT * FROM outbox.failed_events`, `SELECT * FROM outbox.delivery_stats`, `SELECT * FROM outbox.held_keys`,
 				resend, `SELECT outbox.skip('` + event + `')`, `SELECT outbox.resend_failed()`,
-				`SELECT outbox.purge(interval '1 day')`},
+				`SELECT outbox.purge(interval '1 day')`, logAction, `SELECT * FROM outbox.console_actions`},
 			[]string{insert, `ALTER TABLE outbox.events ADD COLUMN x int`, `CREATE TABLE outbox.x (a int)`,
-				`TRUNCATE outbox.deliveries`}},
+				`TRUNCATE outbox.deliveries`, `UPDATE outbox.console_actions SET rows_changed = 0`,
+				`DELETE FROM outbox.console_actions`, `INSERT INTO outbox.console_actions (token_role, remote_addr, action, filter, rows_changed, db_user)
+				VALUES ('admin', 'x', 'skip', '{}', 0, 'x')`}},
 		{"outbox_relay",
 			[]string{`SELECT * FROM outbox.events`, `SELECT * FROM outbox.relayed_events`,
 				`UPDATE outbox.deliveries SET status = 'SENT', attempts = attempts + 1`,
 				`INSERT INTO outbox.slot_backfills (slot_name) VALUES ('s')`, `DELETE FROM outbox.events`},
-			[]string{insert, resend, `ALTER TABLE outbox.events ADD COLUMN x int`, `TRUNCATE outbox.events`,
+			[]string{insert, resend, logAction, `SELECT * FROM outbox.console_actions`, `ALTER TABLE outbox.events ADD COLUMN x int`, `TRUNCATE outbox.events`,
 				`ALTER PUBLICATION outbox_relay ADD TABLE outbox.deliveries`, `CREATE TABLE outbox.x (a int)`}},
 	}
 	for _, c := range cases {

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/console"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
@@ -26,16 +24,26 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	var cfg console.Config
 	databaseFlag(fs, &dbURL)
 	fs.String(&cfg.Listen, "listen", console.ListenDefault, "address to listen on; an address other than loopback needs --admin-token")
-	fs.Secret(&cfg.AdminToken, "admin-token", "", "token (the password of HTTP basic auth, any user) that may see and change the outbox")
-	fs.Secret(&cfg.ReadToken, "read-token", "", "token that may only see the outbox: no action is shown or accepted")
+	fs.Secret(&cfg.AdminToken, "admin-token", "", "token (the password of HTTP basic auth, any user; 16 characters at least) that may see and change the outbox")
+	fs.Secret(&cfg.ReadToken, "read-token", "", "token that may only see the outbox (16 characters at least, not the admin token): no action is shown or accepted")
+	consoleServingFlags(fs, "", &cfg)
 	fs.String(&cfg.Prefix, "path-prefix", "", "the path the console is served under behind a reverse proxy, such as /outbox")
 	fs.List(&cfg.RelayMetrics, "relay-metrics", "", "running relays' metrics URLs, comma-separated (http://relay-1:9677/metrics): the overview shows each one's role, Kafka breaker and slot lag")
+	var logLevel, logFormat string
+	fs.String(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.String(&logFormat, "log-format", "json", "json or console")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
-		return flagenv.Usagef("%v", err)
+		return flagenv.Usage(err)
 	}
+	log, err := newLogger(logLevel, logFormat, stderr)
+	if err != nil {
+		return flagenv.Usage(err)
+	}
+	defer log.Sync() //nolint:errcheck // best effort on exit
+	cfg.Logger = log
 	c, closeDB, err := openConsole(ctx, "--database-url", dbURL, cfg)
 	if err != nil {
 		return err
@@ -45,20 +53,26 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	fmt.Fprintf(stdout, "outbox-relay console on http://%s%s/\n", ln.Addr(), cfg.Prefix)
-	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	scheme := "http"
+	if c.TLS() {
+		scheme = "https"
+	}
+	fmt.Fprintf(stdout, "outbox-relay console on %s://%s%s/\n", scheme, ln.Addr(), cfg.Prefix)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown) //nolint:errcheck // stopping
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return c.Serve(ctx, ln)
+}
+
+// consoleServingFlags defines the flags of which requests the console
+// serves and how: --allowed-hosts, --tls-cert-file, --tls-key-file; run
+// defines them with prefix "console-", so that they read the console
+// command's variables (OUTBOX_CONSOLE_ALLOWED_HOSTS, ...).
+func consoleServingFlags(fs *flagenv.Set, prefix string, cfg *console.Config) {
+	cfg.FlagPrefix = prefix
+	fs.List(&cfg.AllowedHosts, prefix+"allowed-hosts", "", "host names (or addresses) the console is served under, comma-separated, "+
+		"besides the listen address and, on loopback, the loopback names: a request for another Host is refused (421)")
+	fs.String(&cfg.TLSCertFile, prefix+"tls-cert-file", "", "serve HTTPS with this certificate (PEM; with --"+prefix+"tls-key-file)")
+	fs.String(&cfg.TLSKeyFile, prefix+"tls-key-file", "", "the key of --"+prefix+"tls-cert-file (PEM)")
 }
 
 // openConsole opens a pool on dbURL (flag names it for errors), checks

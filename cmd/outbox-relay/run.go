@@ -170,7 +170,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 	if o.console.Listen != "" {
 		if err := o.console.Validate(); err != nil {
-			return flagenv.Usagef("--console-addr: %v", err)
+			return flagenv.Usage(err) // names run's --console-* flag
 		}
 	}
 	if err := tuneRuntime(o, getenv); err != nil {
@@ -334,6 +334,7 @@ func consoleFlags(fs *flagenv.Set, o *runOpts) {
 	fs.Secret(&o.console.AdminToken, "console-admin-token", "", "the console's admin token (as console --admin-token)")
 	fs.Secret(&o.console.ReadToken, "console-read-token", "", "the console's read-only token (as console --read-token)")
 	fs.String(&o.console.Prefix, "console-path-prefix", "", "the console's path behind a reverse proxy (as console --path-prefix)")
+	consoleServingFlags(fs, "console-", &o.console)
 }
 
 // serveConsole serves the operator console as run's --console-addr asks.
@@ -341,14 +342,24 @@ func serveConsole(ctx context.Context, log *zap.Logger, o runOpts, dbURL string)
 	if o.consoleDB != "" {
 		dbURL = o.consoleDB
 	}
+	o.console.Logger = log.Named("console")
 	c, closeDB, err := openConsole(ctx, "--console-database-url", dbURL, o.console)
 	if err != nil {
 		return nil, err
 	}
-	stopServer, err := serve(log, "--console-addr", "the operator console", o.console.Listen, c.Handler())
+	ln, err := net.Listen("tcp", o.console.Listen)
 	if err != nil {
 		closeDB()
-		return nil, err
+		return nil, fmt.Errorf("--console-addr: %w", err)
 	}
-	return func() { stopServer(); closeDB() }, nil
+	log.Info("serving the operator console", zap.String("addr", ln.Addr().String()), zap.Bool("tls", c.TLS()))
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Serve(ctx, ln); err != nil {
+			log.Error("serving the operator console", zap.Error(err))
+		}
+	}()
+	return func() { cancel(); <-done; closeDB() }, nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -157,6 +158,37 @@ func TestBrowser_ResendAndSkipAreConfirmedAndChangeThePageAndTheDatabase(t *test
 		chromedp.WaitVisible(".notice", chromedp.ByQuery), chromedp.Text(".notice", &notice))
 	if !strings.Contains(confirm, "matching the filter, 1 now") || status(ids[1]) != "PENDING" {
 		t.Errorf("resend all matching: confirmation %q, notice %q, status %s", confirm, notice, status(ids[1]))
+	}
+}
+
+func TestBrowser_TheConsolesOwnScriptAndStyleSheetWorkUnderItsContentSecurityPolicy(t *testing.T) {
+	srv, _, _ := serve(t, "/outbox")
+	ctx := browser(t, readToken)
+	violations := make(chan string, 10)
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if e, ok := ev.(*cdplog.EventEntryAdded); ok && strings.Contains(e.Entry.Text, "Content Security Policy") {
+			select {
+			case violations <- e.Entry.Text:
+			default:
+			}
+		}
+	})
+	var background, pause string
+	run(t, ctx, cdplog.Enable(), chromedp.Navigate(srv.URL+"/outbox/"),
+		chromedp.Evaluate(`getComputedStyle(document.querySelector("nav")).backgroundColor`, &background),
+		// The refresh script fetches the page again every 5 s.
+		chromedp.Poll(`document.getElementById("refreshed").textContent !== "now"`, nil, chromedp.WithPollingTimeout(15*time.Second)),
+		chromedp.Click("#pause", chromedp.ByQuery), chromedp.Text("#pause", &pause))
+	if background != "rgb(27, 31, 36)" {
+		t.Errorf("the style sheet is not applied: the navigation's background is %q", background)
+	}
+	if pause != "resume" {
+		t.Errorf("the pause button says %q once pressed, want resume (the script does not run)", pause)
+	}
+	select {
+	case v := <-violations:
+		t.Errorf("the console's page broke its own policy: %s", v)
+	default:
 	}
 }
 

@@ -56,7 +56,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := c.st.EventsPage(r.Context(), f, before, eventsPageSize, c.cfg.Walk)
 	if err != nil {
-		c.fail(w, err)
+		c.fail(w, r, err)
 		return
 	}
 	d.Events, d.Walked, d.Walk = p.Rows, p.Walked, cmp.Or(c.cfg.Walk, store.EventsWalkDefault)
@@ -107,7 +107,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "event "+id+": "+err.Error(), http.StatusNotFound)
 		return
 	case err != nil:
-		c.fail(w, err)
+		c.fail(w, r, err)
 		return
 	}
 	d := eventData{EventDetail: ev, ShowPayload: r.URL.Query().Get("payload") == "show"}

@@ -1,14 +1,21 @@
 package console
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/store"
@@ -36,22 +43,65 @@ type page struct {
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("X-Frame-Options", "DENY")
 	p := page{Title: title, Prefix: c.cfg.Prefix, Admin: roleFrom(r.Context()) == roleAdmin,
-		Notice: r.URL.Query().Get("notice"), Data: data}
+		Notice: notice(r.URL.Query()), Data: data}
 	if name == "overview.html" {
 		p.Refresh = overviewRefresh
 	}
-	if err := c.tmpl.ExecuteTemplate(w, name, p); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	var b bytes.Buffer // the whole page, or an error instead of half of one
+	if err := c.tmpl.ExecuteTemplate(&b, name, p); err != nil {
+		c.fail(w, r, err)
+		return
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = b.WriteTo(w) //nolint:errcheck // the client went away
 }
 
-func (c *Console) fail(w http.ResponseWriter, err error) {
-	http.Error(w, "reading the outbox: "+err.Error(), http.StatusServiceUnavailable)
+// fail answers a request the database (or a template) failed with a short
+// message and an error id; the details go to the log, under that id.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	showError(w, c.logError(r, err))
+}
+
+// logError logs err, which failed request r, and returns its error id.
+func (c *Console) logError(r *http.Request, err error) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) //nolint:errcheck // never fails
+	id := hex.EncodeToString(b[:])
+	level := zap.ErrorLevel
+	if errors.Is(err, context.Canceled) {
+		level = zap.DebugLevel // the browser went away
+	}
+	c.log.Log(level, "console: a request failed", zap.String("error_id", id), zap.String("method", r.Method),
+		zap.String("path", r.URL.Path), zap.String("remote_addr", r.RemoteAddr), zap.Error(err))
+	return id
+}
+
+// showError tells the browser that its request failed, and the error id
+// to look for in the console's log; never the database's words (its
+// statements, tables, values).
+func showError(w http.ResponseWriter, id string) {
+	http.Error(w, "The outbox's database could not answer (error id "+id+"); the console's log has the details.",
+		http.StatusServiceUnavailable)
+}
+
+// notice is the outcome of an action, made from the parameters back sends
+// (did, n, left, match), never from text in the address: a link cannot
+// make the console say something else.
+func notice(q url.Values) string {
+	did := q.Get("did")
+	n, err := strconv.ParseInt(q.Get("n"), 10, 64)
+	if (did != "resend" && did != "skip") || err != nil || n < 0 {
+		return ""
+	}
+	if q.Get("match") == "yes" {
+		return fmt.Sprintf("%s: %d FAILED events matching the filter", did, n)
+	}
+	s := fmt.Sprintf("%s: %d events", did, n)
+	if left, err := strconv.ParseInt(q.Get("left"), 10, 64); err == nil && left > 0 {
+		s += fmt.Sprintf("; %d were no longer FAILED and were left as they are", left)
+	}
+	return s
 }
 
 // overviewRefresh is how often the overview refreshes, in seconds.
@@ -78,7 +128,7 @@ const overviewBound = 10000
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	d, err := c.overviewData(r.Context())
 	if err != nil {
-		c.fail(w, err)
+		c.fail(w, r, err)
 		return
 	}
 	c.render(w, r, "overview.html", "Overview", d)
@@ -142,12 +192,12 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	}
 	events, err := c.st.FailedPage(r.Context(), f, after, failedPageSize+1)
 	if err != nil {
-		c.fail(w, err)
+		c.fail(w, r, err)
 		return
 	}
 	n, err := c.st.CountFailed(r.Context(), f, overviewBound)
 	if err != nil {
-		c.fail(w, err)
+		c.fail(w, r, err)
 		return
 	}
 	d := failedData{Filter: f, Events: events, Count: store.Count{N: n, AtLeast: n >= overviewBound}, Shown: c.now().UTC().Format(time.RFC3339Nano)}
@@ -167,10 +217,23 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 func (c *Console) held(w http.ResponseWriter, r *http.Request) {
 	held, err := c.st.HeldKeys(r.Context(), r.URL.Query().Get("topic"), 500)
 	if err != nil {
-		c.fail(w, err)
+		c.fail(w, r, err)
 		return
 	}
 	c.render(w, r, "held.html", "Held keys", held)
+}
+
+// actionsShown is how many actions the actions page lists.
+const actionsShown = 200
+
+// actions lists the console's last actions (outbox.console_actions).
+func (c *Console) actions(w http.ResponseWriter, r *http.Request) {
+	list, err := c.st.ConsoleActions(r.Context(), actionsShown)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, "actions.html", "Actions", list)
 }
 
 var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -199,7 +262,7 @@ func (c *Console) act(name string) http.HandlerFunc {
 		if r.PostFormValue("confirm") != "yes" {
 			if a.Match != nil {
 				if a.Count, err = c.st.CountFailed(r.Context(), *a.Match, overviewBound); err != nil {
-					c.fail(w, err)
+					c.fail(w, r, err)
 					return
 				}
 				a.AtLeast = a.Count >= overviewBound
@@ -207,12 +270,12 @@ func (c *Console) act(name string) http.HandlerFunc {
 			c.render(w, r, "confirm.html", "Confirm: "+name, a)
 			return
 		}
-		notice, err := c.do(r.Context(), a)
-		if err != nil {
-			c.fail(w, err)
+		d, errorID := c.do(r, a)
+		if errorID != "" {
+			showError(w, errorID)
 			return
 		}
-		c.back(w, r, notice)
+		c.back(w, r, d)
 	}
 }
 
@@ -255,46 +318,116 @@ func (c *Console) parseAction(r *http.Request, name string) (*action, error) {
 	return a, nil
 }
 
-// do carries a confirmed action out through the CLI's statements and
-// says what it changed.
-func (c *Console) do(ctx context.Context, a *action) (string, error) {
+// done is what an action changed.
+type done struct {
+	Name  string
+	Rows  int64 // rows changed
+	Left  int   // selected events no longer FAILED, left as they were
+	Match bool  // every FAILED event matching a filter
+}
+
+// do carries a confirmed action out through the CLI's statements, and
+// logs it (outbox.console_actions and the console's log) in the same
+// transaction: an action that cannot be logged is not done. A failed one
+// changes nothing, and is logged with the error id it returns.
+func (c *Console) do(r *http.Request, a *action) (d done, errorID string) {
+	ctx := r.Context()
+	entry := store.ConsoleAction{TokenRole: c.tokenRole(r), RemoteAddr: r.RemoteAddr, Action: a.Name, Filter: a.filter()}
+	err := c.st.InTx(ctx, func(tx *store.Store) error {
+		var err error
+		if d, err = apply(ctx, tx, a); err != nil {
+			return err
+		}
+		entry.RowsChanged = d.Rows
+		return tx.LogConsoleAction(ctx, entry)
+	})
+	fields := []zap.Field{zap.String("token_role", entry.TokenRole), zap.String("remote_addr", entry.RemoteAddr),
+		zap.String("action", entry.Action), zap.ByteString("filter", entry.Filter)}
+	if err != nil {
+		entry.RowsChanged, entry.ErrorID = 0, c.logError(r, err)
+		c.log.Warn("console action", append(fields, zap.Int64("rows_changed", 0), zap.String("error_id", entry.ErrorID))...)
+		if lerr := c.st.LogConsoleAction(context.WithoutCancel(ctx), entry); lerr != nil {
+			c.log.Error("console: logging a failed action", zap.String("error_id", entry.ErrorID), zap.Error(lerr))
+		}
+		return d, entry.ErrorID
+	}
+	c.log.Info("console action", append(fields, zap.Int64("rows_changed", d.Rows))...)
+	return d, ""
+}
+
+// apply carries a out on st.
+func apply(ctx context.Context, st *store.Store, a *action) (done, error) {
+	d := done{Name: a.Name, Match: a.Match != nil}
 	if a.Match != nil {
-		var n int64
 		var err error
 		if a.Name == "resend" {
-			n, err = c.st.ResendFailed(ctx, *a.Match)
+			d.Rows, err = st.ResendFailed(ctx, *a.Match)
 		} else {
-			n, err = c.st.SkipFailed(ctx, *a.Match)
+			d.Rows, err = st.SkipFailed(ctx, *a.Match)
 		}
-		return fmt.Sprintf("%s: %d FAILED events matching the filter", a.Name, n), err
+		return d, err
 	}
-	done, moved := 0, 0
 	for _, id := range a.IDs {
 		var ok bool
 		var err error
 		if a.Name == "resend" {
-			ok, _, err = c.st.ResendIfFailed(ctx, id)
+			ok, _, err = st.ResendIfFailed(ctx, id)
 		} else {
-			ok, _, err = c.st.Skip(ctx, id)
+			ok, _, err = st.Skip(ctx, id)
 		}
 		if err != nil {
-			return "", err
+			return d, err
 		}
 		if ok {
-			done++
+			d.Rows++
 		} else {
-			moved++
+			d.Left++
 		}
 	}
-	notice := fmt.Sprintf("%s: %d events", a.Name, done)
-	if moved > 0 {
-		notice += fmt.Sprintf("; %d were no longer FAILED and were left as they are", moved)
-	}
-	return notice, nil
+	return d, nil
 }
 
-// back sends the browser to the failed events page with notice (POST,
-// then redirect, then GET: a reload does not repeat the action).
-func (c *Console) back(w http.ResponseWriter, r *http.Request, notice string) {
-	http.Redirect(w, r, c.cfg.Prefix+"/failed?"+url.Values{"notice": {notice}}.Encode(), http.StatusSeeOther)
+// filter is what the action log keeps of a's choice: its event ids, or
+// the filter of every matching FAILED event (the fields given).
+func (a *action) filter() []byte {
+	var v any = map[string][]string{"event_ids": a.IDs}
+	if f := a.Match; f != nil {
+		m := map[string]string{}
+		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason} {
+			if s != "" {
+				m[k] = s
+			}
+		}
+		if f.Until != nil {
+			m["until"] = f.Until.UTC().Format(time.RFC3339Nano)
+		}
+		v = m
+	}
+	b, _ := json.Marshal(v) //nolint:errcheck // strings only
+	return b
+}
+
+// tokenRole is how the action log names the token of r: admin, read, or
+// none (the console has no token).
+func (c *Console) tokenRole(r *http.Request) string {
+	switch {
+	case c.cfg.ReadToken == "" && c.cfg.AdminToken == "":
+		return "none"
+	case roleFrom(r.Context()) == roleAdmin:
+		return "admin"
+	}
+	return "read"
+}
+
+// back sends the browser to the failed events page with what the action
+// did (POST, then redirect, then GET: a reload does not repeat the action).
+func (c *Console) back(w http.ResponseWriter, r *http.Request, d done) {
+	q := url.Values{"did": {d.Name}, "n": {strconv.FormatInt(d.Rows, 10)}}
+	if d.Match {
+		q.Set("match", "yes")
+	}
+	if d.Left > 0 {
+		q.Set("left", strconv.Itoa(d.Left))
+	}
+	http.Redirect(w, r, c.cfg.Prefix+"/failed?"+q.Encode(), http.StatusSeeOther)
 }
