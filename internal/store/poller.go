@@ -307,14 +307,12 @@ func (s *Store) SweepEvents(ctx context.Context, from, upper time.Time, limit, m
 	}
 	page.Waits, page.Full = waits, full || len(page.Values) == limit
 	if len(page.Values) > 0 {
-		t := postgresEpoch.Add(time.Duration(last) * time.Microsecond)
+		t := cdc.PgTime(last) // never wraps around, however far created_at is
 		page.Last = &t
 	}
 	return page, nil
 }
 
-// postgresEpoch is where PostgreSQL's binary timestamps count from.
-var postgresEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // SlotLag is how many bytes of WAL slot has not confirmed; ok is false when
 // the slot does not exist.
