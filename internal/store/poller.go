@@ -313,7 +313,6 @@ func (s *Store) SweepEvents(ctx context.Context, from, upper time.Time, limit, m
 	return page, nil
 }
 
-
 // SlotLag is how many bytes of WAL slot has not confirmed; ok is false when
 // the slot does not exist.
 func (s *Store) SlotLag(ctx context.Context, slot string) (lag int64, ok bool, err error) {
