@@ -43,7 +43,9 @@ func startRelay(t *testing.T, args []string, getenv func(string) string) *syncBu
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
 	done := make(chan int)
-	go func() { done <- runMain(ctx, append([]string{"run", "--log-format", "json"}, args...), io.Discard, stderr, getenv) }()
+	go func() {
+		done <- runMain(ctx, append([]string{"run", "--log-format", "json"}, args...), io.Discard, stderr, getenv)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
