@@ -5,16 +5,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
 // syncBuffer is a bytes.Buffer that a running relay's logger and the test
@@ -145,5 +149,77 @@ func TestRun_DebugAddrListensOnLoopbackUnlessAFlagSaysOtherwise(t *testing.T) {
 		"OUTBOX_DEBUG_ADDR_ALLOW_REMOTE", "true"))
 	if err != nil || !o.debugAllowRemote {
 		t.Fatalf("OUTBOX_DEBUG_ADDR_ALLOW_REMOTE=true not read (%v)", err)
+	}
+}
+
+// hostile is what a writer may put in a topic, key, event type or (through
+// the broker's answer) an error: a screen clear, a window title, a carriage
+// return and a newline that fake a row, a tab that adds a column, DEL, the
+// C1 CSI and a right-to-left override.
+const hostile = `E'x\x1b[2J\x1b]0;pwned\x07\r\nFAKE ROW\tcol\x7f\u009b31m\u202eright'`
+
+// terminalControls lists what in out a terminal would act on: bytes below
+// 0x20 other than newline and tab, DEL, C1 controls, bidirectional
+// overrides, and bytes that are not UTF-8.
+func terminalControls(out string) []string {
+	var found []string
+	for i, r := range out {
+		switch {
+		case r == '\n' || r == '\t':
+		case r < 0x20 || r == 0x7f, r >= 0x80 && r <= 0x9f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			found = append(found, fmt.Sprintf("%U at byte %d", r, i))
+		case r == utf8.RuneError:
+			found = append(found, fmt.Sprintf("a byte that is not UTF-8 at %d", i))
+		}
+	}
+	return found
+}
+
+func TestCLI_EveryCommandShowsAWritersControlCharactersEscaped(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	// A FAILED event whose topic, key, event type and last error are
+	// hostile, and one queued behind it on its key.
+	execSQL(t, pool, `
+		WITH ev AS (
+			INSERT INTO outbox.events (id, topic, key, event_type, payload) VALUES
+			  ('00000000-0000-0000-0000-000000000001', `+hostile+`, `+hostile+`, `+hostile+`, '{}'),
+			  ('00000000-0000-0000-0000-000000000002', `+hostile+`, `+hostile+`, `+hostile+`, '{}') RETURNING id, topic, key)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, topic, key, commit_lsn, tx_position)
+		SELECT id, CASE right(id::text, 1) WHEN '1' THEN 'FAILED' ELSE 'PENDING' END, 1, 'INVALID_TOPIC', `+hostile+`,
+		       topic, key, '0/0'::pg_lsn + right(id::text, 1)::int, 0
+		FROM ev`)
+	// A relay's metrics endpoint can be hostile too.
+	relayMetrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "# TYPE outbox_relay_role gauge\noutbox_relay_role{role=\"standby\x1b]0;pwned\x07\"} 1\n")
+	}))
+	defer relayMetrics.Close()
+	run := cli(context.Background(), dbURL)
+
+	// JSON keeps the text as it is, for scripts.
+	var want string
+	if err := pool.QueryRow(context.Background(), `SELECT `+hostile).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ Topic string }
+	if out, errOut, _ := run("failed", "--format", "json"); json.Unmarshal([]byte(out), &f) != nil || f.Topic != want {
+		t.Errorf("failed --format json: %q %q; want the topic %q as it is", out, errOut, want)
+	}
+	calls := [][]string{
+		{"failed"}, {"failed", "--format", "json"}, {"held"}, {"held", "--format", "json"},
+		{"status", "--metrics-url", relayMetrics.URL}, {"status", "--format", "json", "--metrics-url", relayMetrics.URL},
+		{"skip", "00000000-0000-0000-0000-000000000002"},
+		{"resend", "00000000-0000-0000-0000-000000000001"}, {"skip", "--failed"}, {"purge", "--older-than", "1d"},
+	}
+	for _, args := range calls {
+		out, errOut, code := run(args...)
+		if found := terminalControls(out + errOut); len(found) > 0 {
+			t.Errorf("outbox-relay %s (exit %d) printed %s raw:\n%q\n%q", strings.Join(args, " "), code, strings.Join(found, ", "), out, errOut)
+		}
+		if len(args) == 1 && (args[0] == "failed" || args[0] == "held") {
+			if rows := strings.Count(out, "\n"); rows != 2 || !strings.Contains(out, `\x1b[2J`) {
+				t.Errorf("outbox-relay %s printed %d lines, want a header and one row, with ESC as \\x1b:\n%q", args[0], rows, out)
+			}
+		}
 	}
 }

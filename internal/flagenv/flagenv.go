@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/redact"
+	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
 // Set is a flag.FlagSet that also reads environment variables.
@@ -526,16 +527,17 @@ const (
 // Report writes err, the result of command cmd of program prog, to stderr
 // as every command does and returns the exit code: 0 for nil and --help;
 // ExitUsage for a usage error, on one line with a pointer to --help;
-// ExitSetup when setup says err is one; else ExitError.
+// ExitSetup when setup says err is one; else ExitError. The message's
+// control characters are escaped (termsafe.Text): it may quote the database.
 func Report(stderr io.Writer, prog, cmd string, err error, setup func(error) bool) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case IsUsage(err):
-		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", prog, cmd, err, prog, cmd)
+		fmt.Fprintf(stderr, "%s %s: %s\nRun '%s %s --help' for usage.\n", prog, cmd, termsafe.Text(err.Error()), prog, cmd)
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "%s %s: %v\n", prog, cmd, err)
+	fmt.Fprintf(stderr, "%s %s: %s\n", prog, cmd, termsafe.Text(err.Error()))
 	if setup != nil && setup(err) {
 		return ExitSetup
 	}

@@ -164,3 +164,21 @@ func TestSecretFiles_KeepSecretsOutOfProcessListings(t *testing.T) {
 		})
 	}
 }
+
+func TestReport_EscapesControlCharactersOfTheMessage(t *testing.T) {
+	t.Parallel()
+	// An error may quote the database: a topic, a server's message.
+	for _, err := range []error{errors.New("topic \"a\x1b]0;pwned\x07\r\"\nsecond line\tok"), flagenv.Usagef("bad \x1b[2J")} {
+		var stderr bytes.Buffer
+		flagenv.Report(&stderr, "outbox-relay", "failed", err, nil)
+		for _, c := range stderr.Bytes() {
+			if c < 0x20 && c != '\n' && c != '\t' {
+				t.Errorf("Report printed control byte %#x raw: %q", c, stderr.String())
+				break
+			}
+		}
+		if !strings.Contains(stderr.String(), `\x1b`) {
+			t.Errorf("Report printed %q, want ESC as \\x1b", stderr.String())
+		}
+	}
+}
