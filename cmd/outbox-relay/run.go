@@ -174,6 +174,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			return flagenv.Usagef("--console-addr: %v", err)
 		}
 	}
+	if o.consoleDB != "" {
+		if err := checkDatabaseURL("--console-database-url", o.consoleDB); err != nil {
+			return err
+		}
+	}
 	if o.debugAddr != "" {
 		if err := checkDebugAddr(o.debugAddr, o.debugAllowRemote); err != nil {
 			return err
@@ -190,6 +195,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		zap.String("mode", cfg.Mode), zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
 		zap.String("kafka_sasl_mechanism", cfg.Kafka.SASLMechanism), zap.Bool("kafka_tls", cfg.Kafka.UsesTLS()),
 		zap.Bool("kafka_tls_client_cert", cfg.Kafka.TLSCertFile != ""), zap.String("kafka_partitioner", cfg.Kafka.Partitioner))
+	if cfg.Kafka.PlainWithoutTLS() {
+		log.Warn("--kafka-sasl-mechanism PLAIN without TLS: the SASL password crosses the network in clear text, " +
+			"for anyone on the path to read; set --kafka-tls (or use SCRAM-SHA-512)")
+	}
 
 	if o.debugAddr != "" {
 		stop, err := serve(log, "--debug-addr", "Go pprof profiles", o.debugAddr, debugHandler(o.debugAllowRemote))

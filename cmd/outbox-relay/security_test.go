@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -219,6 +220,90 @@ func TestCLI_EveryCommandShowsAWritersControlCharactersEscaped(t *testing.T) {
 		if len(args) == 1 && (args[0] == "failed" || args[0] == "held") {
 			if rows := strings.Count(out, "\n"); rows != 2 || !strings.Contains(out, `\x1b[2J`) {
 				t.Errorf("outbox-relay %s printed %d lines, want a header and one row, with ESC as \\x1b:\n%q", args[0], rows, out)
+			}
+		}
+	}
+}
+
+func TestRun_SecretsInURLParametersAndFilesStayOutOfTheLogsAndReadyz(t *testing.T) {
+	t.Parallel()
+	cluster := kafkatest.Cluster(t)
+	pwFile := filepath.Join(t.TempDir(), "sasl-password")
+	if err := os.WriteFile(pwFile, []byte("sasl-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(pwFile, 0o644); err != nil { // as a careless deployment leaves it
+		t.Fatal(err)
+	}
+	// PostgreSQL is unreachable: the relay retries and /readyz says why.
+	stderr := startRelay(t, []string{"--metrics-addr", "127.0.0.1:0",
+		"--database-url", "postgres://app:db-s3cret@127.0.0.1:1/app?connect_timeout=1&sslpassword=key-s3cret&sslmode=disable",
+		"--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-user", "relay", "--kafka-sasl-password-file", pwFile},
+		env("OUTBOX_KAFKA_BROKERS", cluster.ListenAddrs()[0]))
+	start := logged(t, stderr, "starting outbox-relay")
+	if got := start["database_url"]; got != "postgres://app:xxxxx@127.0.0.1:1/app?connect_timeout=1&sslpassword=xxxxx&sslmode=disable" {
+		t.Errorf("starting outbox-relay logs database_url %q, want its password and sslpassword hidden", got)
+	}
+	logged(t, stderr, "--kafka-sasl-mechanism PLAIN without TLS: the SASL password crosses the network in clear text, "+
+		"for anyone on the path to read; set --kafka-tls (or use SCRAM-SHA-512)")
+	if !strings.Contains(stderr.String(), "warning: --kafka-sasl-password-file: "+pwFile+" is open to group or others (mode 0644)") {
+		t.Errorf("no warning of the password file's mode 0644:\n%s", stderr.String())
+	}
+	base := "http://" + logged(t, stderr, "serving /metrics, /healthz and /readyz")["addr"].(string)
+	var readyz string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(readyz, "connect"); time.Sleep(50 * time.Millisecond) {
+		_, readyz = get(t, base+"/readyz", "")
+	}
+	if !strings.Contains(readyz, "connect") {
+		t.Errorf("/readyz never said why the relay is not ready: %s", readyz)
+	}
+	t.Logf("/readyz: %s", readyz)
+	for _, secret := range []string{"db-s3cret", "key-s3cret", "sasl-s3cret"} {
+		if strings.Contains(stderr.String()+readyz, secret) {
+			t.Errorf("%q reached the logs or /readyz (%s):\n%s", secret, readyz, stderr.String())
+		}
+	}
+}
+
+func TestCLI_ADatabaseURLThatDoesNotParseExits64ShowingNoneOfIt(t *testing.T) {
+	t.Parallel()
+	for _, dbURL := range []string{
+		"postgres://app:db@s3cret@127.0.0.1:1/app",                           // an @ in the password: pgx reads s3cret@127.0.0.1 as the host
+		"postgres://app:db-s3cret@127.0.0.1:port/app?sslpassword=key-s3cret", // not a port
+		"postgres://app:db%zzs3cret@127.0.0.1:1/app",                         // not percent-encoding
+		"postgres://app:db-s3cret@127.0.0.1:1/app?pool_max_conns=s3cret",
+	} {
+		for _, args := range [][]string{{"run", "--kafka-brokers", "127.0.0.1:1", "--metrics-addr", ""}, {"failed"}, {"status"},
+			{"migrate"}, {"console", "--listen", "127.0.0.1:0"}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var out, errb bytes.Buffer
+			code := runMain(ctx, args, &out, &errb, env("OUTBOX_DATABASE_URL", dbURL))
+			cancel()
+			printed := out.String() + errb.String()
+			if code != flagenv.ExitUsage || !strings.Contains(printed, "--database-url: not a PostgreSQL URL") {
+				t.Errorf("outbox-relay %s with %s: exit %d, %q; want %d saying the URL does not parse", args[0], dbURL, code, printed, flagenv.ExitUsage)
+			}
+			for _, part := range []string{"s3cret", "127.0.0.1:", "app:db"} {
+				if strings.Contains(printed, part) {
+					t.Errorf("outbox-relay %s with %s printed %q of it: %q", args[0], dbURL, part, printed)
+				}
+			}
+		}
+	}
+}
+
+func TestStatus_HidesTheSecretParametersOfTheMetricsURL(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := pgtest.Migrated(t)
+	run := cli(context.Background(), dbURL)
+	for _, metricsURL := range []string{"http://ops:pw-s3cret@127.0.0.1:1/metrics?token=tok-s3cret", "http://127.0.0.1:port/metrics?token=tok-s3cret"} {
+		for _, format := range []string{"table", "json"} {
+			out, errOut, code := run("status", "--format", format, "--metrics-url", metricsURL)
+			if code != 0 || !strings.Contains(out, "token=xxxxx") {
+				t.Errorf("status --format %s --metrics-url %s: exit %d\n%s%s\nwant the relay shown unreachable, its token hidden", format, metricsURL, code, out, errOut)
+			}
+			if strings.Contains(out+errOut, "s3cret") {
+				t.Errorf("status --format %s --metrics-url %s shows a secret:\n%s%s", format, metricsURL, out, errOut)
 			}
 		}
 	}
