@@ -193,8 +193,8 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 
 func connectReplication(ctx context.Context, cfg Config) (*pgconn.PgConn, error) {
 	pc, err := pgconn.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("parsing database URL: %w", err)
+	if err != nil { // pgconn's error quotes the URL
+		return nil, fmt.Errorf("parsing database URL: %w", pgdial.ErrBadURL)
 	}
 	pc.RuntimeParams["replication"] = "database"
 	pc.RuntimeParams["application_name"] = "outbox-relay"

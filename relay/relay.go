@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
@@ -251,8 +250,8 @@ func (c Config) Validate() error {
 	if err := c.Retry.Validate(); err != nil {
 		return err
 	}
-	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-		return fmt.Errorf("--database-url: %w", err)
+	if err := pgdial.CheckURL(c.DatabaseURL); err != nil {
+		return fmt.Errorf("--database-url: %w", err) // without the URL
 	}
 	_, err := c.Kafka.Sarama()
 	return err

@@ -112,11 +112,24 @@ func connect(ctx context.Context, dbURL string) (*store.Store, func(), error) {
 
 // dial connects to dbURL.
 func dial(ctx context.Context, dbURL string) (*pgx.Conn, error) {
+	if err := checkDatabaseURL("--database-url", dbURL); err != nil {
+		return nil, err
+	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
 	}
 	return conn, nil
+}
+
+// checkDatabaseURL refuses, as a usage error (exit 64) that shows none of
+// it, a database URL that does not parse or would be misread
+// (pgdial.CheckURL); flag names it.
+func checkDatabaseURL(flag, dbURL string) error {
+	if err := pgdial.CheckURL(dbURL); err != nil {
+		return flagenv.Usagef("%s: %v", flag, err)
+	}
+	return nil
 }
 
 // checkSchema fails, saying to run migrate, unless the database's outbox

@@ -79,6 +79,9 @@ func consoleServingFlags(fs *flagenv.Set, prefix string, cfg *console.Config) {
 // the outbox schema, and returns the console over it; closeDB closes the
 // pool. The console command and run's --console-addr both use it.
 func openConsole(ctx context.Context, flag, dbURL string, cfg console.Config) (c *console.Console, closeDB func(), err error) {
+	if err := checkDatabaseURL(flag, dbURL); err != nil {
+		return nil, nil, err
+	}
 	// The relay's pools: keepalives, and statements planned for their
 	// values at each execution.
 	st, err := store.Open(dbURL, relay.ReplicationTimeoutDefault)

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
 func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -86,15 +88,34 @@ func checkFormat(format string) error {
 	return nil
 }
 
-// writeJSONLines writes one JSON object per line.
+// writeJSONLines writes one JSON object per line, with the characters a
+// terminal acts on escaped (termsafe.JSON).
 func writeJSONLines[T any](w io.Writer, list []T) error {
-	enc := json.NewEncoder(w)
 	for _, v := range list {
-		if err := enc.Encode(v); err != nil {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(termsafe.JSON(b), '\n')); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// row writes a row of a table to tw: its cells, each escaped
+// (termsafe.String) so that text from the database can neither drive the
+// terminal nor end the row or add a column, separated by tabs.
+func row(tw io.Writer, cells ...any) {
+	var b strings.Builder
+	for i, c := range cells {
+		if i > 0 {
+			b.WriteByte('\t')
+		}
+		b.WriteString(termsafe.String(fmt.Sprint(c)))
+	}
+	b.WriteByte('\n')
+	_, _ = io.WriteString(tw, b.String()) //nolint:errcheck // the tabwriter's Flush reports it
 }
 
 // writeFailedTable writes a page of failed events for a person, and on
@@ -103,22 +124,27 @@ func writeFailedTable(stdout, stderr io.Writer, list []store.Failed, limit int) 
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EVENT ID\tTOPIC\tKEY\tEVENT TYPE\tREASON\tATTEMPTS\tFAILED AT\tLAST ERROR")
 	for _, f := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.EventID, f.Topic, f.Key, f.EventType, f.Reason,
-			f.Attempts, f.FailedAt.UTC().Format(time.RFC3339), oneLine(f.LastError, 100))
+		row(tw, f.EventID, f.Topic, f.Key, f.EventType, f.Reason, f.Attempts, f.FailedAt.UTC().Format(time.RFC3339),
+			oneLine(f.LastError, 100))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(list) == limit {
-		fmt.Fprintf(stderr, "more may follow: --after %s\n", list[len(list)-1].EventID)
+		fmt.Fprintf(stderr, "more may follow: --after %s\n", termsafe.String(list[len(list)-1].EventID))
 	}
 	return nil
 }
 
+// oneLine is s on one line, at most n bytes (cut before a character).
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		return s[:n-1] + "…"
+		cut := n - 1
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }

@@ -37,8 +37,8 @@ func heldCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tKEY\tBLOCKING EVENT\tSTATUS\tREASON\tATTEMPTS\tSINCE\tQUEUED\tLAST ERROR")
 	for _, h := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", h.Topic, h.Key, h.BlockingEventID, h.Status, h.Reason,
-			h.Attempts, h.Since.UTC().Format(time.RFC3339), h.Queued, oneLine(h.LastError, 100))
+		row(tw, h.Topic, h.Key, h.BlockingEventID, h.Status, h.Reason, h.Attempts, h.Since.UTC().Format(time.RFC3339), h.Queued,
+			oneLine(h.LastError, 100))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
 func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -108,7 +109,7 @@ func (t *targets) apply(stdout, stderr io.Writer, verb string, all func() (int64
 		}
 		if why != "" {
 			refused++
-			fmt.Fprintf(stderr, "%s: %s\n", id, why)
+			fmt.Fprintf(stderr, "%s: %s\n", id, termsafe.String(why))
 		}
 	}
 	fmt.Fprintf(stdout, "%s %d events\n", verb, len(t.ids)-refused)

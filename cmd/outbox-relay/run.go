@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	_ "net/http/pprof" // served only with --debug-addr
 	"os"
 	"os/signal"
 	"runtime"
@@ -103,7 +102,8 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	fs.String(&o.logFormat, "log-format", "json", "json or console")
 	fs.Int(&o.maxProcs, "max-procs", 0, "OS threads running Go code at once (GOMAXPROCS); 0: Go's default, every CPU the process may use")
 	fs.Int(&o.gcPercent, "gc-percent", gcPercentDefault, "heap growth, in percent of the live heap, that starts a garbage collection (GOGC; a GOGC variable in the environment is kept unless this is set otherwise); higher spends less CPU on collection and more memory")
-	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles on this address (such as 127.0.0.1:6060); off when empty")
+	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles (not the command line) on this loopback address, such as 127.0.0.1:6060; off when empty")
+	fs.Bool(&o.debugAllowRemote, "debug-addr-allow-remote", false, "let --debug-addr listen on an address other than loopback and answer any Host")
 	fs.String(&o.metricsAddr, "metrics-addr", metricsAddrDefault, "serve /metrics (Prometheus), /healthz and /readyz on this address; off when empty")
 	consoleFlags(fs, &o)
 	fs.Duration(&c.SpillAfter, "spill-after", relay.SpillAfterDefault, "once Kafka has been unavailable this long, queue events as PENDING rows instead of holding them (so PostgreSQL can recycle WAL); 0 never spills")
@@ -136,6 +136,7 @@ type runOpts struct {
 	logLevel, logFormat, debugAddr, metricsAddr string
 	tablesConfig, debeziumConfig                string
 	maxProcs, gcPercent                         int
+	debugAllowRemote                            bool
 	// console: the operator console run serves (off without an address),
 	// through consoleDB (--database-url when empty).
 	console   console.Config
@@ -173,6 +174,16 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			return flagenv.Usage(err) // names run's --console-* flag
 		}
 	}
+	if o.consoleDB != "" {
+		if err := checkDatabaseURL("--console-database-url", o.consoleDB); err != nil {
+			return err
+		}
+	}
+	if o.debugAddr != "" {
+		if err := checkDebugAddr(o.debugAddr, o.debugAllowRemote); err != nil {
+			return err
+		}
+	}
 	if err := tuneRuntime(o, getenv); err != nil {
 		return err
 	}
@@ -184,9 +195,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		zap.String("mode", cfg.Mode), zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
 		zap.String("kafka_sasl_mechanism", cfg.Kafka.SASLMechanism), zap.Bool("kafka_tls", cfg.Kafka.UsesTLS()),
 		zap.Bool("kafka_tls_client_cert", cfg.Kafka.TLSCertFile != ""), zap.String("kafka_partitioner", cfg.Kafka.Partitioner))
+	if cfg.Kafka.PlainWithoutTLS() {
+		log.Warn("--kafka-sasl-mechanism PLAIN without TLS: the SASL password crosses the network in clear text, " +
+			"for anyone on the path to read; set --kafka-tls (or use SCRAM-SHA-512)")
+	}
 
 	if o.debugAddr != "" {
-		stop, err := serve(log, "--debug-addr", "Go pprof profiles", o.debugAddr, http.DefaultServeMux)
+		stop, err := serve(log, "--debug-addr", "Go pprof profiles", o.debugAddr, debugHandler(o.debugAllowRemote))
 		if err != nil {
 			return err
 		}

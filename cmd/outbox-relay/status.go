@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
 // statusReport is what `status` prints; its JSON form is for scripts.
@@ -55,9 +56,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		rep.Relay = metrics.Scrape(ctx, metricsURL)
 	}
 	if format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(append(termsafe.JSON(b), '\n'))
+		return err
 	}
 	return rep.print(stdout)
 }
@@ -66,8 +70,7 @@ func (r statusReport) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tPLUGIN\tACTIVE\tPID\tWAL STATUS\tLAG\tFAILOVER\tSYNCED")
 	for _, s := range r.Slots {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Plugin, s.Active, s.ActivePID, s.WALStatus,
-			bytesText(s.LagBytes), yesNo(s.Failover), yesNo(s.Synced))
+		row(tw, s.Name, s.Plugin, s.Active, s.ActivePID, s.WALStatus, bytesText(s.LagBytes), yesNo(s.Failover), yesNo(s.Synced))
 	}
 	if len(r.Slots) == 0 {
 		fmt.Fprintln(tw, "(no replication slot in this database)")
@@ -75,30 +78,32 @@ func (r statusReport) print(w io.Writer) error {
 	for _, sb := range r.StandbySlots {
 		switch {
 		case !sb.Exists:
-			fmt.Fprintf(tw, "HELD BACK\tsynchronized_standby_slots names %s, which does not exist: failover slots get no changes until it does\t\n", sb.Name)
+			row(tw, "HELD BACK", "synchronized_standby_slots names "+sb.Name+", which does not exist: failover slots get no changes until it does", "")
 		case !sb.Active:
-			fmt.Fprintf(tw, "HELD BACK\tsynchronized_standby_slots names %s, whose standby is not connected: failover slots get no changes "+
-				"past what it confirmed (%s behind)\t\n", sb.Name, bytesText(sb.BehindBytes))
+			row(tw, "HELD BACK", fmt.Sprintf("synchronized_standby_slots names %s, whose standby is not connected: failover slots "+
+				"get no changes past what it confirmed (%s behind)", sb.Name, bytesText(sb.BehindBytes)), "")
 		default:
-			fmt.Fprintf(tw, "STANDBY\t%s (synchronized_standby_slots) streams, %s behind\t\n", sb.Name, bytesText(sb.BehindBytes))
+			row(tw, "STANDBY", fmt.Sprintf("%s (synchronized_standby_slots) streams, %s behind", sb.Name, bytesText(sb.BehindBytes)), "")
 		}
 	}
 	fmt.Fprintln(tw, "\nTABLE\tTOPIC\tSTATUS\tEVENTS")
 	for _, t := range r.Topics {
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", t.Table+"\t"+cmp.Or(t.Topic, "(none)"), t.Status, t.Events)
+		row(tw, t.Table, cmp.Or(t.Topic, "(none)"), t.Status, t.Events)
 	}
-	fmt.Fprintf(tw, "\nPENDING\t%d\toldest due for %s\n", r.Pending, time.Duration(r.OldestPendingAge*float64(time.Second)).Round(time.Second))
-	fmt.Fprintf(tw, "FAILED\t%d\t\n", r.FailedTotal)
+	fmt.Fprintln(tw)
+	row(tw, "PENDING", r.Pending, "oldest due for "+time.Duration(r.OldestPendingAge*float64(time.Second)).Round(time.Second).String())
+	row(tw, "FAILED", r.FailedTotal, "")
 	for _, f := range r.Failed {
-		fmt.Fprintf(tw, "  %s\t%d\t\n", f.Reason, f.Events)
+		row(tw, "  "+f.Reason, f.Events, "")
 	}
 	if rs := r.Relay; rs != nil {
+		fmt.Fprintln(tw)
 		if rs.Error != "" {
-			fmt.Fprintf(tw, "\nRELAY\t%s\tunreachable: %s\n", rs.URL, rs.Error)
+			row(tw, "RELAY", rs.URL, "unreachable: "+rs.Error)
 		} else {
-			fmt.Fprintf(tw, "\nRELAY\t%s\trole %s, kafka circuit breaker %s\n", rs.URL, rs.Role, rs.Breaker)
-			fmt.Fprintf(tw, "  last message from postgres\t%s ago\t\n", seconds(rs.Silence))
-			fmt.Fprintf(tw, "  events in flight without progress\t%s\t\n", seconds(rs.Stalled))
+			row(tw, "RELAY", rs.URL, "role "+rs.Role+", kafka circuit breaker "+rs.Breaker)
+			row(tw, "  last message from postgres", seconds(rs.Silence)+" ago", "")
+			row(tw, "  events in flight without progress", seconds(rs.Stalled), "")
 		}
 	}
 	return tw.Flush()

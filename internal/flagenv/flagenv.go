@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/redact"
+	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
 // Set is a flag.FlagSet that also reads environment variables.
@@ -193,9 +194,9 @@ func (s *Set) readSecretFiles(set map[string]bool) error {
 		if set[name] || s.fromEnv[name] != "" {
 			return Usagef("--%s and --%s-file are both given (or %s and %s): give one", name, name, s.Env(name), s.Env(name+"-file"))
 		}
-		b, err := os.ReadFile(f.path)
+		b, err := s.readSecretFile(name, f.path)
 		if err != nil {
-			return Usagef("--%s-file: %v", name, err)
+			return err
 		}
 		line, _, _ := strings.Cut(string(b), "\n")
 		if *f.value = strings.TrimSuffix(line, "\r"); *f.value == "" {
@@ -204,6 +205,25 @@ func (s *Set) readSecretFiles(set map[string]bool) error {
 		set[name] = true
 	}
 	return nil
+}
+
+// readSecretFile reads the file of secret flag name, with a warning when
+// its mode lets group or others at it (chmod 600 fixes it).
+func (s *Set) readSecretFile(name, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, Usagef("--%s-file: %v", name, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		s.warnings = append(s.warnings, fmt.Sprintf("--%s-file: %s is open to group or others (mode %04o); "+
+			"make it readable by its owner only (chmod 600; in Kubernetes, defaultMode: 0400)", name, path, fi.Mode().Perm()))
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, Usagef("--%s-file: %v", name, err)
+	}
+	return b, nil
 }
 
 // secretValue is a flag value that prints redacted.
@@ -526,16 +546,17 @@ const (
 // Report writes err, the result of command cmd of program prog, to stderr
 // as every command does and returns the exit code: 0 for nil and --help;
 // ExitUsage for a usage error, on one line with a pointer to --help;
-// ExitSetup when setup says err is one; else ExitError.
+// ExitSetup when setup says err is one; else ExitError. The message's
+// control characters are escaped (termsafe.Text): it may quote the database.
 func Report(stderr io.Writer, prog, cmd string, err error, setup func(error) bool) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case IsUsage(err):
-		fmt.Fprintf(stderr, "%s %s: %v\nRun '%s %s --help' for usage.\n", prog, cmd, err, prog, cmd)
+		fmt.Fprintf(stderr, "%s %s: %s\nRun '%s %s --help' for usage.\n", prog, cmd, termsafe.Text(err.Error()), prog, cmd)
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "%s %s: %v\n", prog, cmd, err)
+	fmt.Fprintf(stderr, "%s %s: %s\n", prog, cmd, termsafe.Text(err.Error()))
 	if setup != nil && setup(err) {
 		return ExitSetup
 	}

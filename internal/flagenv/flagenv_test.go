@@ -164,3 +164,48 @@ func TestSecretFiles_KeepSecretsOutOfProcessListings(t *testing.T) {
 		})
 	}
 }
+
+func TestReport_EscapesControlCharactersOfTheMessage(t *testing.T) {
+	t.Parallel()
+	// An error may quote the database: a topic, a server's message.
+	for _, err := range []error{errors.New("topic \"a\x1b]0;pwned\x07\r\"\nsecond line\tok"), flagenv.Usagef("bad \x1b[2J")} {
+		var stderr bytes.Buffer
+		flagenv.Report(&stderr, "outbox-relay", "failed", err, nil)
+		for _, c := range stderr.Bytes() {
+			if c < 0x20 && c != '\n' && c != '\t' {
+				t.Errorf("Report printed control byte %#x raw: %q", c, stderr.String())
+				break
+			}
+		}
+		if !strings.Contains(stderr.String(), `\x1b`) {
+			t.Errorf("Report printed %q, want ESC as \\x1b", stderr.String())
+		}
+	}
+}
+
+func TestSecretFiles_OpenToGroupOrOthersAreWarnedAbout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for mode, warn := range map[os.FileMode]bool{0o600: false, 0o400: false, 0o640: true, 0o644: true, 0o604: true} {
+		p := filepath.Join(dir, mode.String())
+		if err := os.WriteFile(p, []byte("s3cret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // not the umask's
+			t.Fatal(err)
+		}
+		s := flagenv.New("outbox-relay run", func(string) string { return "" })
+		var got string
+		s.Secret(&got, "kafka-sasl-password", "", "a password")
+		if err := s.Parse([]string{"--kafka-sasl-password-file", p}); err != nil || got != "s3cret" {
+			t.Fatalf("mode %04o: Parse = %v, secret %q", mode, err, got)
+		}
+		warned := strings.Join(s.Warnings(), "\n")
+		if warn != strings.Contains(warned, "--kafka-sasl-password-file: "+p+" is open to group or others") {
+			t.Errorf("mode %04o: warnings %q; want a warning: %v", mode, warned, warn)
+		}
+		if strings.Contains(warned, "s3cret") {
+			t.Errorf("the warning shows the secret: %q", warned)
+		}
+	}
+}

@@ -189,6 +189,12 @@ func (k Config) sasl(c *sarama.Config) error {
 // UsesTLS reports whether the relay connects over TLS.
 func (k Config) UsesTLS() bool { return k.TLS || k.TLSCAFile != "" || k.TLSCertFile != "" }
 
+// PlainWithoutTLS reports whether the SASL password crosses the network as
+// it is: SASL PLAIN sends it, and without TLS nothing hides it.
+func (k Config) PlainWithoutTLS() bool {
+	return strings.EqualFold(k.SASLMechanism, sarama.SASLTypePlaintext) && !k.UsesTLS()
+}
+
 // tls returns the TLS configuration, or nil when TLS is off.
 func (k Config) tls() (*tls.Config, error) {
 	if !k.UsesTLS() {

@@ -2,8 +2,10 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -38,12 +40,12 @@ func Scrape(ctx context.Context, url string) *RelayState {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		rs.Error = err.Error() // net/http leaves the password out
+		rs.Error = redactedError(err)
 		return rs
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		rs.Error = err.Error() // net/http leaves the password out
+		rs.Error = redactedError(err)
 		return rs
 	}
 	defer resp.Body.Close()
@@ -59,6 +61,17 @@ func Scrape(ctx context.Context, url string) *RelayState {
 		rs.Error = "no outbox_relay_role in the metrics: is this an outbox-relay?"
 	}
 	return rs
+}
+
+// redactedError is err's text with the URL it quotes redacted: net/http
+// hides the password of a request's URL, not a ?token=, and a URL that
+// does not parse it quotes as it is.
+func redactedError(err error) string {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		ue.URL = redact.URL(ue.URL)
+	}
+	return err.Error()
 }
 
 // gaugesOn reads Prometheus text (with the client library's own parser)

@@ -86,11 +86,48 @@ func Apply(cfg *pgconn.Config, timeout time.Duration) {
 	cfg.DialFunc = Dialer(timeout)
 }
 
+// ErrBadURL marks a database URL that cannot be used as it is written.
+// Errors wrapping it never show the URL: it may hold a password (pgconn's
+// own parse errors quote it, hiding what they recognize as one).
+var ErrBadURL = errors.New("not a PostgreSQL URL or key=value string that parses (not shown: it may hold a password)")
+
+// CheckURL returns an error wrapping ErrBadURL, and holding no part of
+// databaseURL, if pgx cannot parse it, or parses it so that a host name
+// holds an @: a password with an unencoded @ (postgres://u:p@ss@db/app),
+// whose part after the first @ pgx reads as part of the host, and which
+// would then appear in every connection error.
+func CheckURL(databaseURL string) error {
+	cfg, err := pgconn.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("%w; percent-encode @ : / ? # %% and spaces in the user and the password (@ is %%40, %% is %%25)", ErrBadURL)
+	}
+	hosts := []string{cfg.Host}
+	for _, f := range cfg.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if strings.Contains(h, "@") {
+			return fmt.Errorf("%w: after the user and password comes another @, which would be read as part of the host; "+
+				"percent-encode an @ in the password as %%40", ErrBadURL)
+		}
+	}
+	// pgx's and pgxpool's own settings (statement_cache_capacity,
+	// pool_max_conns, ...), whose errors quote the URL too.
+	if _, err := pgxpool.ParseConfig(databaseURL); err != nil {
+		return fmt.Errorf("%w: a pgx setting in it (pool_max_conns, statement_cache_capacity, default_query_exec_mode, ...) "+
+			"has a value it does not take", ErrBadURL)
+	}
+	return nil
+}
+
 // Connect opens one connection to databaseURL through Dialer(timeout).
 func Connect(ctx context.Context, databaseURL string, timeout time.Duration) (*pgx.Conn, error) {
+	if err := CheckURL(databaseURL); err != nil {
+		return nil, err
+	}
 	cc, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("parsing database URL: %w", err)
+		return nil, fmt.Errorf("parsing database URL: %w", ErrBadURL)
 	}
 	Apply(&cc.Config, timeout)
 	noJIT(&cc.Config)
@@ -104,9 +141,12 @@ func Connect(ctx context.Context, databaseURL string, timeout time.Duration) (*p
 // PoolConfig parses databaseURL for a pool whose connections use
 // Dialer(timeout), without JIT (noJIT).
 func PoolConfig(databaseURL string, timeout time.Duration) (*pgxpool.Config, error) {
+	if err := CheckURL(databaseURL); err != nil {
+		return nil, err
+	}
 	pc, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("parsing database URL: %w", ErrBadURL)
 	}
 	Apply(&pc.ConnConfig.Config, timeout)
 	noJIT(&pc.ConnConfig.Config)
