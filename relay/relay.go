@@ -81,7 +81,7 @@ const RetentionDefault = 7 * 24 * time.Hour
 // credentials, Kafka settings its brokers refuse); the CLI exits with
 // code 2 for it.
 func IsSetup(err error) bool {
-	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid) || kafka.IsRefusal(err) ||
+	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, migrations.ErrForeignSchema) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid) || kafka.IsRefusal(err) ||
 		errors.Is(err, pgdial.ErrLoginRefused)
 }
 

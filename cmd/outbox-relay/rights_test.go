@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+)
+
+// newRole creates a role of dbURL's cluster with attrs (such as "LOGIN
+// REPLICATION IN ROLE outbox_relay"), dropped when the test ends, and
+// returns its name.
+func newRole(t *testing.T, dbURL, prefix, attrs string) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := prefix + "_" + hex.EncodeToString(b[:])
+	admin := pgtest.Pool(t, pgtest.AdminURL(t))
+	execSQL(t, admin, "CREATE ROLE "+name+" "+attrs)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if conn, err := pgx.Connect(ctx, dbURL); err == nil {
+			_, _ = conn.Exec(ctx, "DROP OWNED BY "+name)
+			conn.Close(ctx)
+		}
+		_, _ = admin.Exec(ctx, "DROP ROLE "+name)
+	})
+	return name
+}
+
+func TestMigrate_RefusesAnOutboxSchemaAnotherRoleOwnsOrMayCreateIn(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		prepare func(t *testing.T, dbURL string) string // returns the role at fault
+		want    []string
+	}{
+		{"OwnedByAnotherRole", func(t *testing.T, dbURL string) string {
+			other := newRole(t, dbURL, "squatter", "NOLOGIN")
+			execSQL(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox AUTHORIZATION "+other)
+			return other
+		}, []string{"owns it", "could drop or replace", "ALTER SCHEMA outbox OWNER TO"}},
+		{"AnotherRoleMayCreateInIt", func(t *testing.T, dbURL string) string {
+			other := newRole(t, dbURL, "squatter", "NOLOGIN")
+			execSQL(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox; GRANT CREATE ON SCHEMA outbox TO "+other)
+			return other
+		}, []string{"may create objects in it", "REVOKE CREATE ON SCHEMA outbox FROM"}},
+		{"EveryoneMayCreateInIt", func(t *testing.T, dbURL string) string {
+			execSQL(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox; GRANT CREATE ON SCHEMA outbox TO PUBLIC")
+			return "PUBLIC"
+		}, []string{"REVOKE CREATE ON SCHEMA outbox FROM PUBLIC"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := pgtest.NewDB(t)
+			culprit := tc.prepare(t, dbURL)
+			_, stderr, code := runCLI(t, env("OUTBOX_DATABASE_URL", dbURL), "migrate")
+			if code != flagenv.ExitSetup {
+				t.Fatalf("migrate into a foreign outbox schema: exit %d, want %d; stderr %q", code, flagenv.ExitSetup, stderr)
+			}
+			for _, w := range append(tc.want, culprit) {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("the message %q does not say %q", stderr, w)
+				}
+			}
+			pool := pgtest.Pool(t, dbURL)
+			if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_class WHERE relnamespace = 'outbox'::regnamespace`); n != 0 {
+				t.Errorf("migrate built %d objects in the foreign schema", n)
+			}
+		})
+	}
+}
