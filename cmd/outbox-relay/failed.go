@@ -13,7 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
-func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	fs := newFlags("failed", getenv)
 	fs.Describe("", "", "List or count FAILED events, oldest failure first, a page at a time.")
 	var dbURL, after string
@@ -40,6 +40,7 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return err
 	}
 	defer closeDB()
+	defer func() { err = operatorDenied(ctx, st, err) }()
 	if count {
 		n, err := st.CountFailed(ctx, filter, 0)
 		if err != nil {

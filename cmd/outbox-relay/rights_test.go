@@ -77,3 +77,36 @@ func TestMigrate_RefusesAnOutboxSchemaAnotherRoleOwnsOrMayCreateIn(t *testing.T)
 		})
 	}
 }
+
+func TestCLI_OperatorCommandsWithoutTheOperatorsRightsExit2NamingTheGrant(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := pgtest.Migrated(t)
+	writer := newRole(t, dbURL, "app", "LOGIN IN ROLE outbox_writer")
+	cases := []struct {
+		role     string
+		commands []string
+		want     string // a right the message names
+	}{
+		// The writer may read nothing: every command stops at once.
+		{writer, []string{"failed", "resend", "held", "skip", "purge", "status"}, "SELECT ON outbox.deliveries"},
+		// The relay reads everything, but its role may not change status
+		// rows through the operator's functions.
+		{pgtest.RelayRole, []string{"resend", "skip", "purge"}, "EXECUTE ON FUNCTION outbox.purge("},
+	}
+	for _, c := range cases {
+		for _, name := range c.commands {
+			t.Run(strings.SplitN(c.role, "_", 2)[0]+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				_, stderr, code := runCLI(t, env("OUTBOX_DATABASE_URL", withUser(t, dbURL, c.role)), append([]string{name}, commandArgs[name]...)...)
+				if code != flagenv.ExitSetup {
+					t.Fatalf("%s as %s: exit %d, want %d; stderr %q", name, c.role, code, flagenv.ExitSetup, stderr)
+				}
+				for _, w := range []string{"GRANT outbox_operator TO \"" + c.role + "\"", c.want} {
+					if !strings.Contains(stderr, w) {
+						t.Errorf("the message %q does not say %q", stderr, w)
+					}
+				}
+			})
+		}
+	}
+}
