@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -14,8 +15,8 @@ import (
 )
 
 // newRole creates a role of dbURL's cluster with attrs (such as "LOGIN
-// REPLICATION IN ROLE outbox_relay"), dropped when the test ends, and
-// returns its name.
+// REPLICATION IN ROLE outbox_relay"), dropped when the test ends with what
+// it owns in dbURL's database ("": none), and returns its name.
 func newRole(t *testing.T, dbURL, prefix, attrs string) string {
 	t.Helper()
 	var b [4]byte
@@ -25,7 +26,7 @@ func newRole(t *testing.T, dbURL, prefix, attrs string) string {
 	execSQL(t, admin, "CREATE ROLE "+name+" "+attrs)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		if conn, err := pgx.Connect(ctx, dbURL); err == nil {
+		if conn, err := pgx.Connect(ctx, dbURL); dbURL != "" && err == nil {
 			_, _ = conn.Exec(ctx, "DROP OWNED BY "+name)
 			conn.Close(ctx)
 		}
@@ -109,4 +110,45 @@ func TestCLI_OperatorCommandsWithoutTheOperatorsRightsExit2NamingTheGrant(t *tes
 			})
 		}
 	}
+}
+
+func TestMigrate_ADatabaseOwnerWithCreateroleMigratesAndOperatorsResendThroughItsFunctions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dba := newRole(t, "", "dba", "LOGIN CREATEROLE") // no superuser; dropped after its database
+	dbURL := pgtest.NewDB(t)
+	admin := pgtest.Pool(t, dbURL)
+	execSQL(t, admin, "ALTER DATABASE "+strings.TrimPrefix(mustPath(t, dbURL), "/")+" OWNER TO "+dba)
+	if out, errOut, code := runCLI(t, env("OUTBOX_DATABASE_URL", withUser(t, dbURL, dba)), "migrate"); code != 0 {
+		t.Fatalf("migrate as the database owner with CREATEROLE: exit %d\n%s%s", code, out, errOut)
+	}
+	oncall := newRole(t, dbURL, "oncall", "LOGIN IN ROLE outbox_operator")
+	var id string
+	if err := admin.QueryRow(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload) VALUES ('orders', '{}') RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason) SELECT id, 'FAILED', 3, 'RETRIES_EXHAUSTED' FROM ev
+		RETURNING event_id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	run := cliAs(ctx, withUser(t, dbURL, oncall))
+	if out, errOut, code := run("resend", id); code != 0 {
+		t.Fatalf("resend as an operator: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := pgtest.Count(t, admin, `SELECT count(*) FROM outbox.deliveries WHERE status = 'PENDING' AND attempts = 0`); n != 1 {
+		t.Errorf("%d events resent, want 1", n)
+	}
+	if _, errOut, code := run("purge", "--older-than", "1ms", "--status", "SENT"); code != 0 {
+		t.Errorf("purge as an operator: exit %d\n%s", code, errOut)
+	}
+	if n := pgtest.Count(t, admin, `SELECT count(*) FROM outbox.events`); n != 1 {
+		t.Errorf("purge of SENT events deleted the PENDING one: %d events left", n)
+	}
+}
+
+func mustPath(t *testing.T, dbURL string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Path
 }
