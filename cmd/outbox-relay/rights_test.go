@@ -89,7 +89,7 @@ func TestCLI_OperatorCommandsWithoutTheOperatorsRightsExit2NamingTheGrant(t *tes
 		want     string // a right the message names
 	}{
 		// The writer may read nothing: every command stops at once.
-		{writer, []string{"failed", "resend", "held", "skip", "purge", "status"}, "SELECT ON outbox.deliveries"},
+		{writer, []string{"failed", "resend", "held", "skip", "purge", "status", "console"}, "SELECT ON outbox.deliveries"},
 		// The relay reads everything, but its role may not change status
 		// rows through the operator's functions.
 		{pgtest.RelayRole, []string{"resend", "skip", "purge"}, "EXECUTE ON FUNCTION outbox.purge("},
