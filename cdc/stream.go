@@ -205,7 +205,7 @@ func connectReplication(ctx context.Context, cfg Config) (*pgconn.PgConn, error)
 	pgdial.Apply(pc, cfg.Timeout)
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, walSendersFull(fmt.Errorf("opening replication connection: %w", err))
+		return nil, walSendersFull(fmt.Errorf("opening replication connection: %w", pgdial.Explain(err)))
 	}
 	return conn, nil
 }

@@ -31,6 +31,11 @@ type Migration struct {
 	Down    string
 }
 
+// ErrForeignSchema: the schema outbox exists and another role owns it or may
+// create objects in it, so that role could drop or replace what migrate
+// builds there. Migrate refuses to build in it.
+var ErrForeignSchema = errors.New("the outbox schema is not the migrating role's")
+
 // lockKey is the advisory lock held by every migration transaction.
 const lockKey = "outbox-relay/migrations"
 
@@ -171,8 +176,16 @@ func step(ctx context.Context, db DB, m Migration, up bool) (bool, error) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, lockKey); err != nil {
 		return false, fmt.Errorf("taking migration lock: %w", err)
 	}
+	// Before the bootstrap, for its message; after it, for a schema created
+	// meanwhile by another role.
+	if err := checkOwner(ctx, tx); err != nil {
+		return false, err
+	}
 	if _, err := tx.Exec(ctx, bootstrapSQL); err != nil {
 		return false, fmt.Errorf("creating outbox.schema_migrations: %w", err)
+	}
+	if err := checkOwner(ctx, tx); err != nil {
+		return false, err
 	}
 	var done bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox.schema_migrations WHERE version = $1)`, m.Version).Scan(&done); err != nil {
@@ -195,6 +208,37 @@ func step(ctx context.Context, db DB, m Migration, up bool) (bool, error) {
 		return false, fmt.Errorf("committing migration %d: %w", m.Version, err)
 	}
 	return true, nil
+}
+
+// ownerSQL reads, when the schema outbox exists, its owner, whether the
+// current role is it, and the other roles that may create in it.
+const ownerSQL = `SELECT pg_catalog.pg_get_userbyid(n.nspowner)::text, n.nspowner = r.oid,
+       coalesce((SELECT pg_catalog.string_agg(CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+                                                   ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)::text) END, ', ')
+                 FROM pg_catalog.aclexplode(n.nspacl) a
+                 WHERE a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner), '')
+FROM pg_catalog.pg_namespace n, pg_catalog.pg_roles r
+WHERE n.nspname = 'outbox' AND r.rolname = current_user`
+
+// checkOwner returns ErrForeignSchema, naming the roles at fault, when the
+// schema outbox exists and another role owns it or holds CREATE on it.
+func checkOwner(ctx context.Context, tx pgx.Tx) error {
+	var owner, creators string
+	var mine bool
+	err := tx.QueryRow(ctx, ownerSQL).Scan(&owner, &mine, &creators)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // created by the bootstrap, as this role
+	case err != nil:
+		return fmt.Errorf("reading the owner of schema outbox: %w", err)
+	case !mine:
+		return fmt.Errorf("%w: role %q owns it and could drop or replace every table migrate builds there; "+
+			"run migrate as %q, or have %q run ALTER SCHEMA outbox OWNER TO the role that migrates", ErrForeignSchema, owner, owner, owner)
+	case creators != "":
+		return fmt.Errorf("%w: %s may create objects in it (CREATE on schema outbox), such as a function or view that "+
+			"shadows the outbox's; run REVOKE CREATE ON SCHEMA outbox FROM %s", ErrForeignSchema, creators, creators)
+	}
+	return nil
 }
 
 func direction(up bool) string {

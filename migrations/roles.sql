@@ -1,17 +1,24 @@
 -- The group roles of the outbox (NOLOGIN; grant them to login roles), with
 -- exactly what each job needs on the schema. `outbox-relay migrate` runs
--- this after the migrations, every time (it is idempotent, and grants what
--- a new version added), unless --roles=false; `migrate --print` prints it.
+-- this after the migrations, every time (it is idempotent, grants what a
+-- new version added and takes back what an earlier one granted and this
+-- one does not), unless --roles=false; `migrate --print` prints it.
 -- Roles that exist are left as they are, apart from these grants.
 --
---   outbox_writer    applications: INSERT into outbox.events (and the
---                    sequence its seq column's default calls; SELECT of id for
---                    INSERT ... RETURNING id). Nothing on outbox.deliveries.
+--   outbox_writer    applications: INSERT into outbox.events of the columns
+--                    an application sets (every column but seq and
+--                    created_at, which keep their defaults: insertion order
+--                    and the transaction's start; the sequence seq's default
+--                    calls; SELECT of id for INSERT ... RETURNING id).
+--                    Nothing on outbox.deliveries.
 --   outbox_operator  people and the CLI's operator commands (failed, resend,
---                    skip, held, purge, status) and the console: read everything,
---                    change status rows through the functions, purge, add to
---                    the console's action log (outbox.log_console_action). No
---                    INSERT into the outbox, no DDL.
+--                    skip, held, purge, status) and the console: read everything;
+--                    change status rows and delete events only through the
+--                    outbox's functions (resend, resend_failed,
+--                    resend_if_failed, skip, skip_failed, purge), which run
+--                    with their owner's rights; add to the console's action
+--                    log (outbox.log_console_action). No INSERT, UPDATE or
+--                    DELETE on a table, no DDL.
 --   outbox_relay     the relay: read the outbox, write status rows and copies,
 --                    delete what retention deletes. Its login role also needs
 --                    REPLICATION (a role attribute, not inherited): CREATE ROLE
@@ -34,12 +41,36 @@ END $$;
 
 GRANT USAGE ON SCHEMA outbox TO outbox_writer, outbox_operator, outbox_relay;
 
-GRANT INSERT, SELECT (id) ON outbox.events TO outbox_writer;
+-- Exactly what follows: what earlier versions granted on the outbox's own
+-- tables, views and sequences (the operator's INSERT, UPDATE and DELETE, the
+-- writer's INSERT of every column) is taken back first, in this
+-- transaction, so nobody sees the roles without their rights.
+DO $$
+DECLARE c regclass;
+BEGIN
+    FOR c IN SELECT k.oid::regclass FROM pg_catalog.pg_class k
+             WHERE k.relnamespace = 'outbox'::regnamespace AND k.relkind IN ('r', 'p', 'v', 'm', 'S')
+               AND k.relowner = (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'outbox') LOOP
+        EXECUTE format('REVOKE ALL ON %s FROM outbox_writer, outbox_operator, outbox_relay', c);
+    END LOOP;
+END $$;
+
+-- The writer inserts the columns an application sets: every column of
+-- outbox.events (your own added ones too, as of this migrate) but seq and
+-- created_at, whose defaults the queue's order, the gap sweep and
+-- retention rely on.
+DO $$
+DECLARE cols text;
+BEGIN
+    SELECT string_agg(format('%I', a.attname), ', ' ORDER BY a.attnum) INTO cols
+    FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = 'outbox.events'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+      AND a.attgenerated = '' AND a.attname NOT IN ('seq', 'created_at');
+    EXECUTE format('GRANT INSERT (%s), SELECT (id) ON outbox.events TO outbox_writer', cols);
+END $$;
 GRANT USAGE ON SEQUENCE outbox.events_seq_seq TO outbox_writer;
 
 GRANT SELECT ON ALL TABLES IN SCHEMA outbox TO outbox_operator;
-GRANT INSERT, UPDATE, DELETE ON outbox.deliveries TO outbox_operator;
-GRANT DELETE ON outbox.events, outbox.mapped_events TO outbox_operator;
 
 GRANT SELECT, DELETE ON outbox.events TO outbox_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.deliveries, outbox.mapped_events, outbox.slot_backfills TO outbox_relay;
@@ -47,15 +78,16 @@ GRANT SELECT, INSERT ON outbox.dead_letter_topics TO outbox_relay;
 GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_events, outbox.delivery_stats,
     outbox.held_keys TO outbox_relay;
 
--- The operator's functions run with their caller's rights (but
--- log_console_action, which runs as the owner and only appends to the
--- console's action log); only operators (and the owner) may call them.
+-- The operator's functions run with their owner's rights (migration 16;
+-- log_console_action, migration 17, only appends to the console's action
+-- log); only operators (and the owner) may call them.
 DO $$
 DECLARE f regprocedure;
 BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
              WHERE p.pronamespace = 'outbox'::regnamespace
-               AND p.proname IN ('resend', 'resend_failed', 'skip', 'skip_failed', 'purge', 'log_console_action') LOOP
+               AND p.proname IN ('resend', 'resend_failed', 'resend_if_failed', 'skip', 'skip_failed', 'purge',
+                                 'log_console_action') LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO outbox_operator', f);
     END LOOP;

@@ -64,6 +64,11 @@ func TestRoles_EachRoleCanDoItsJobAndNothingElse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL, pool := pgtest.Migrated(t) // migrated with the roles (pgtest runs migrations.Roles)
+	// What earlier versions granted: Roles takes it back.
+	if _, err := pool.Exec(ctx, `GRANT INSERT, UPDATE, DELETE ON outbox.deliveries TO outbox_operator;
+		GRANT DELETE ON outbox.events, outbox.mapped_events TO outbox_operator; GRANT INSERT ON outbox.events TO outbox_writer`); err != nil {
+		t.Fatal(err)
+	}
 	if err := migrations.Roles(ctx, pool); err != nil {
 		t.Fatalf("Roles again: %v", err) // idempotent
 	}
@@ -85,16 +90,25 @@ func TestRoles_EachRoleCanDoItsJobAndNothingElse(t *testing.T) {
 		refused []string
 	}{
 		{"outbox_writer",
-			[]string{insert},
-			[]string{`UPDATE outbox.deliveries SET status = 'SENT'`, `DELETE FROM outbox.deliveries`,
+			[]string{insert, `INSERT INTO outbox.events (id, topic, key, payload, headers, event_type, max_attempts)
+				VALUES (gen_random_uuid(), 'orders', 'k', '{}', '{"h": "v"}', 'created', 3) RETURNING id`},
+			[]string{`INSERT INTO outbox.events (topic, payload, seq) VALUES ('orders', '{}', 1)`, // jumps the queue
+				`INSERT INTO outbox.events (topic, payload, created_at) VALUES ('orders', '{}', now() - interval '30 days')`, // retention's prey
+				`UPDATE outbox.deliveries SET status = 'SENT'`, `DELETE FROM outbox.deliveries`,
 				`SELECT * FROM outbox.deliveries`, resend, `SELECT outbox.skip('` + event + `')`,
 				`SELECT payload FROM outbox.events`, `DELETE FROM outbox.events`, logAction}},
 		{"outbox_operator",
 			[]string{`SELECT * FROM outbox.failed_events`, `SELECT * FROM outbox.delivery_stats`, `SELECT * FROM outbox.held_keys`,
 				resend, `SELECT outbox.skip('` + event + `')`, `SELECT outbox.resend_failed()`,
+				`SELECT * FROM outbox.resend_if_failed('` + event + `')`, `SELECT outbox.skip_failed()`,
 				`SELECT outbox.purge(interval '1 day')`, logAction, `SELECT * FROM outbox.console_actions`},
+			// Status rows and events change only through the functions:
+			// purge never deletes a PENDING event, nothing else may.
 			[]string{insert, `ALTER TABLE outbox.events ADD COLUMN x int`, `CREATE TABLE outbox.x (a int)`,
-				`TRUNCATE outbox.deliveries`, `UPDATE outbox.console_actions SET rows_changed = 0`,
+				`TRUNCATE outbox.deliveries`, `UPDATE outbox.deliveries SET status = 'SENT'`,
+				`INSERT INTO outbox.deliveries (event_id, status) VALUES ('` + event + `', 'SENT') ON CONFLICT (event_id) DO UPDATE SET status = 'SENT'`,
+				`DELETE FROM outbox.deliveries`, `DELETE FROM outbox.events`, `DELETE FROM outbox.mapped_events`,
+				`SELECT 1 FROM outbox.deliveries FOR UPDATE`, `UPDATE outbox.console_actions SET rows_changed = 0`,
 				`DELETE FROM outbox.console_actions`, `INSERT INTO outbox.console_actions (token_role, remote_addr, action, filter, rows_changed, db_user)
 				VALUES ('admin', 'x', 'skip', '{}', 0, 'x')`}},
 		{"outbox_relay",

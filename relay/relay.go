@@ -11,10 +11,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
@@ -80,7 +83,7 @@ const RetentionDefault = 7 * 24 * time.Hour
 // credentials, Kafka settings its brokers refuse); the CLI exits with
 // code 2 for it.
 func IsSetup(err error) bool {
-	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid) || kafka.IsRefusal(err) ||
+	return errors.Is(err, cdc.ErrSetup) || errors.Is(err, migrations.ErrForeignSchema) || errors.Is(err, ErrBadTable) || errors.Is(err, cdc.ErrSlotInvalid) || kafka.IsRefusal(err) ||
 		errors.Is(err, pgdial.ErrLoginRefused)
 }
 
@@ -409,7 +412,8 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 }
 
 // checkSchema waits for PostgreSQL and fails when the outbox schema is
-// missing or older than this relay.
+// missing or older than this relay, or when the relay's role lacks a right
+// of outbox_relay's.
 func (r *Relay) checkSchema(ctx context.Context) error {
 	var version int
 	var refused error
@@ -422,8 +426,15 @@ func (r *Relay) checkSchema(ctx context.Context) error {
 		case errors.Is(err, pgdial.ErrLoginRefused):
 			refused = err // waiting cannot fix it
 			return nil
+		case err != nil && !pgdial.IsDenied(err):
+			return err
 		}
-		return err
+		rights, rerr := r.store.MissingRights(ctx, GroupRelay)
+		if rerr != nil {
+			return rerr
+		}
+		refused = RightsError(rights, GroupRelay, err)
+		return nil
 	})
 	switch {
 	case err != nil || ctx.Err() != nil:
@@ -432,6 +443,36 @@ func (r *Relay) checkSchema(ctx context.Context) error {
 		return refused
 	}
 	return CheckSchemaVersion(version)
+}
+
+// The group roles whose rights the relay and the operator commands need
+// (migrations/roles.sql).
+const (
+	GroupRelay    = "outbox_relay"
+	GroupOperator = "outbox_operator"
+)
+
+// maxNamed is how many missing rights a RightsError names.
+const maxNamed = 5
+
+// RightsError returns a setup error naming the grant to run when rights
+// says the role lacks some of group's, or when denied (PostgreSQL's refusal
+// of a statement, SQLSTATE 42501) is not nil; otherwise nil.
+func RightsError(rights store.Rights, group string, denied error) error {
+	user := pgx.Identifier{rights.User}.Sanitize()
+	switch {
+	case len(rights.Missing) > 0:
+		lacks := strings.Join(rights.Missing[:min(len(rights.Missing), maxNamed)], ", ")
+		if more := len(rights.Missing) - maxNamed; more > 0 {
+			lacks += fmt.Sprintf(" and %d more", more)
+		}
+		return fmt.Errorf("%w: role %s lacks rights that %s has and its job needs: %s; run GRANT %s TO %s",
+			cdc.ErrSetup, user, group, lacks, group, user)
+	case denied != nil:
+		return fmt.Errorf("%w: %w; run GRANT %s TO %s (with roles managed by hand: the grants of %s in "+
+			"`outbox-relay migrate --print`)", cdc.ErrSetup, denied, group, user, group)
+	}
+	return nil
 }
 
 // CheckSchemaVersion returns a setup error unless version, the database's

@@ -137,7 +137,22 @@ func checkDatabaseURL(flag, dbURL string) error {
 func checkSchema(ctx context.Context, st *store.Store) error {
 	v, err := st.SchemaVersion(ctx)
 	if err != nil && !errors.Is(err, store.ErrNoSchema) {
-		return err
+		return operatorDenied(ctx, st, err)
 	}
 	return relay.CheckSchemaVersion(v)
+}
+
+// operatorDenied turns PostgreSQL's refusal of an operator command's
+// statement for want of a privilege (SQLSTATE 42501) into a setup error
+// that names the grant to run (and what the role lacks of
+// outbox_operator's rights), and returns other errors as they are.
+func operatorDenied(ctx context.Context, st *store.Store, err error) error {
+	if !pgdial.IsDenied(err) {
+		return err
+	}
+	rights, rerr := st.MissingRights(ctx, relay.GroupOperator)
+	if rerr != nil {
+		return err
+	}
+	return relay.RightsError(rights, relay.GroupOperator, err)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
-func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	fs := newFlags("failed", getenv)
 	fs.Describe("", "", "List or count FAILED events, oldest failure first, a page at a time.")
 	var dbURL, after string
@@ -42,6 +42,7 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return err
 	}
 	defer closeDB()
+	defer func() { err = operatorDenied(ctx, st, err) }()
 	if count {
 		n, err := st.CountFailed(ctx, filter, 0)
 		if err != nil {

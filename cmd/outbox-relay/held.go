@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func heldCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func heldCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	fs := newFlags("held", getenv)
 	fs.Describe("", "", "Keys held behind a FAILED event or a retry, with the event that blocks each and how many wait.")
 	var dbURL, topic string
@@ -27,6 +27,7 @@ func heldCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return err
 	}
 	defer closeDB()
+	defer func() { err = operatorDenied(ctx, st, err) }()
 	list, err := st.HeldKeys(ctx, topic, out.limit)
 	if err != nil {
 		return err

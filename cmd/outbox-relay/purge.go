@@ -11,7 +11,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
 
-func purgeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func purgeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	fs := newFlags("purge", getenv)
 	fs.Describe("", "", "Delete SENT (or FAILED, SKIPPED) events created longer ago than --older-than, with their status\n"+
 		"rows, a batch per short transaction. PENDING and PROCESSING events are never purged.")
@@ -52,6 +52,7 @@ func purgeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return err
 	}
 	defer closeDB()
+	defer func() { err = operatorDenied(ctx, st, err) }()
 	var total int64
 	for {
 		n, err := st.Purge(ctx, pf, batch)

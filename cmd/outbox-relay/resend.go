@@ -12,7 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
-func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	fs := newFlags("resend", getenv)
 	fs.Describe("ID...", "event ids (UUIDs) of the events to resend; or none, with --failed",
 		"Resend events: due now, their attempts reset, whatever their status. With --failed instead of ids,\n"+
@@ -46,6 +46,7 @@ func resendCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return err
 	}
 	defer closeDB()
+	defer func() { err = operatorDenied(ctx, st, err) }()
 	return t.apply(stdout, stderr, "resent", func() (int64, error) { return st.ResendFailed(ctx, filter) },
 		func(id string) (string, error) {
 			ok, err := st.Resend(ctx, id)

@@ -75,6 +75,25 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 		{"MissingDatabase", func(t *testing.T) (string, []string) {
 			return withDatabase(t, pgtest.NewDB(t), "no_such_db"), nil
 		}, []string{`database "no_such_db" does not exist`, "--database-url"}},
+		{"LoginRoleWithoutReplication", func(t *testing.T) (string, []string) {
+			url, _ := pgtest.Migrated(t)
+			return withUser(t, url, newRole(t, url, "norepl", "LOGIN IN ROLE outbox_relay")), nil
+		}, []string{"REPLICATION attribute", "ALTER ROLE \"norepl_", "REPLICATION (on Amazon RDS", "GRANT rds_replication TO"}},
+		{"RoleWithTheWritersRights", func(t *testing.T) (string, []string) {
+			url, _ := pgtest.Migrated(t)
+			return withUser(t, url, newRole(t, url, "writer", "LOGIN REPLICATION IN ROLE outbox_writer")), nil
+		}, []string{"lacks rights that outbox_relay has", "DELETE ON outbox.deliveries", " more; run GRANT outbox_relay TO \"writer_"}},
+		{"RoleWithoutAnyGrant", func(t *testing.T) (string, []string) {
+			url, _ := pgtest.Migrated(t)
+			return withUser(t, url, newRole(t, url, "nobody", "LOGIN REPLICATION")), nil
+		}, []string{"USAGE ON SCHEMA outbox", "GRANT outbox_relay TO \"nobody_"}},
+		{"RoleMissingOneGrant", func(t *testing.T) (string, []string) {
+			url, pool := pgtest.Migrated(t)
+			role := newRole(t, url, "partial", "LOGIN REPLICATION IN ROLE outbox_operator")
+			execSQL(t, pool, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA outbox TO "+role)
+			execSQL(t, pool, "REVOKE ALL ON outbox.dead_letter_topics FROM "+role)
+			return withUser(t, url, role), nil
+		}, []string{"INSERT ON outbox.dead_letter_topics", "GRANT outbox_relay TO"}},
 		{"TLSRequiredButNotOffered", func(t *testing.T) (string, []string) {
 			return strings.Replace(pgtest.NewDB(t), "sslmode=disable", "sslmode=require", 1), nil
 		}, []string{"does not offer TLS", "sslmode"}},

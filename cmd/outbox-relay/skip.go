@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func skipCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func skipCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	fs := newFlags("skip", getenv)
 	fs.Describe("ID...", "event ids (UUIDs) of FAILED events; or none, with --failed",
 		"Give up on FAILED events: they become SKIPPED, are never delivered, and release their keys.\n"+
@@ -27,6 +27,7 @@ func skipCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return err
 	}
 	defer closeDB()
+	defer func() { err = operatorDenied(ctx, st, err) }()
 	return t.apply(stdout, stderr, "skipped", func() (int64, error) { return st.SkipFailed(ctx, filter) },
 		func(id string) (string, error) {
 			skipped, status, err := st.Skip(ctx, id)

@@ -23,7 +23,7 @@ type statusReport struct {
 	Relay            *metrics.RelayState `json:"relay,omitempty"`
 }
 
-func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (err error) {
 	fs := newFlags("status", getenv)
 	fs.Describe("", "", "Replication slots and their lag, events by table, topic and status, FAILED events by reason; with\n"+
 		"--metrics-url, a running relay's role and Kafka circuit breaker.")
@@ -43,6 +43,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return err
 	}
 	defer closeDB()
+	defer func() { err = operatorDenied(ctx, st, err) }()
 	o, err := st.Overview(ctx)
 	if err != nil {
 		return err

@@ -210,10 +210,29 @@ func Explain(err error) error {
 		hint = "check the database name in --database-url: it must name the database that holds the outbox"
 	case strings.HasPrefix(pgErr.Code, "28"):
 		hint = "check the user in --database-url, and that pg_hba.conf lets it connect from here"
+	case pgErr.Code == "42501" && connErr.Config.RuntimeParams["replication"] != "":
+		user := quoteIdent(connErr.Config.User)
+		hint = fmt.Sprintf("the relay's login role needs the REPLICATION attribute (a group's is not inherited): "+
+			"ALTER ROLE %s REPLICATION (on Amazon RDS and Aurora: GRANT rds_replication TO %s; README, Roles and privileges)", user, user)
+	case pgErr.Code == "42501":
+		hint = fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", quoteIdent(connErr.Config.Database), quoteIdent(connErr.Config.User))
 	default:
 		return err
 	}
 	return fmt.Errorf("%w (%s): %s (SQLSTATE %s); %s", ErrLoginRefused, who, pgErr.Message, pgErr.Code, hint)
+}
+
+// IsDenied reports whether PostgreSQL refused err's statement for want of
+// a privilege (SQLSTATE 42501, insufficient_privilege): a grant is
+// missing, which waiting does not fix.
+func IsDenied(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
+}
+
+// quoteIdent quotes a role or database name for a statement to copy.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
 
 // cause is the innermost error of err's first chain: the certificate's

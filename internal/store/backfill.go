@@ -32,6 +32,8 @@ var (
 	insertPendingSQL string
 	//go:embed sql/schema_check.sql
 	schemaCheckSQL string
+	//go:embed sql/missing_rights.sql
+	missingRightsSQL string
 )
 
 // ErrNoSchema says the outbox tables are missing.
@@ -52,6 +54,30 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("reading the outbox schema version: %w", err)
 	}
 	return v, nil
+}
+
+// Rights is what the connection's role lacks of a group role's rights on
+// the outbox schema.
+type Rights struct {
+	// User is the connection's role (current_user).
+	User string
+	// GroupExists is false when the group role does not exist (roles
+	// managed by hand): Missing is then empty.
+	GroupExists bool
+	// Missing are the grants the group has and User has not, such as
+	// "SELECT ON outbox.deliveries" or "EXECUTE ON FUNCTION outbox.skip(uuid)".
+	Missing []string
+}
+
+// MissingRights compares the connection's role with group (outbox_relay,
+// outbox_operator) on the outbox schema's objects. It reads the catalog
+// only, so it answers for a role that may read nothing of the outbox.
+func (s *Store) MissingRights(ctx context.Context, group string) (Rights, error) {
+	var r Rights
+	if err := s.db.QueryRow(ctx, missingRightsSQL, group).Scan(&r.User, &r.GroupExists, &r.Missing); err != nil {
+		return Rights{}, fmt.Errorf("comparing the rights of the current role with %s: %w", group, err)
+	}
+	return r, nil
 }
 
 // BackfillStarted records that slot is about to be created and backfilled.
