@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,8 @@ type Metrics struct {
 
 	role *prometheus.GaugeVec // role
 
+	catalog []Doc // every outbox_relay_* metric, in the order New makes them
+
 	progress atomic.Pointer[func() Progress] // read by the progress gauges at each scrape
 
 	mu     sync.Mutex
@@ -78,7 +81,7 @@ type topicCounters struct {
 // New makes the metrics of a relay of the given version.
 func New(version string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*topicCounters{}}
-	f := factory{m.reg}
+	f := factory{reg: m.reg, docs: &m.catalog}
 	m.published = f.counterVec("events_published_total", "Events handed to Kafka.", "topic")
 	m.sent = f.counterVec("events_sent_total", "Events acknowledged by Kafka and recorded SENT.", "topic")
 	m.retried = f.counterVec("events_retried_total", "Failed delivery attempts left PENDING for a retry with backoff.", "topic")
@@ -195,8 +198,30 @@ func boolFloat(b bool) float64 {
 	return 0
 }
 
-// factory makes collectors named outbox_relay_<name> on one registry.
-type factory struct{ reg *prometheus.Registry }
+// Doc describes one of the relay's metrics for the metrics reference
+// (docs/operating.md).
+type Doc struct {
+	Name   string // outbox_relay_events_sent_total
+	Type   string // counter, gauge or histogram
+	Labels []string
+	Help   string
+}
+
+// Catalog lists the relay's own metrics (outbox_relay_*), in the order
+// they are made. The Go runtime's and the process's come besides.
+func Catalog() []Doc { return slices.Clone(New("").catalog) }
+
+// factory makes collectors named outbox_relay_<name> on one registry,
+// and lists each in docs.
+type factory struct {
+	reg  *prometheus.Registry
+	docs *[]Doc
+}
+
+// doc lists a metric.
+func (f factory) doc(kind, name, help string, labels ...string) {
+	*f.docs = append(*f.docs, Doc{Name: "outbox_relay_" + name, Type: kind, Labels: labels, Help: help})
+}
 
 // register registers c and returns it.
 func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
@@ -214,29 +239,36 @@ func (f factory) histogramOpts(name, help string, buckets []float64) prometheus.
 }
 
 func (f factory) counter(name, help string) prometheus.Counter {
+	f.doc("counter", name, help)
 	return register(f.reg, prometheus.NewCounter(prometheus.CounterOpts(f.opts(name, help))))
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	f.doc("counter", name, help, labels...)
 	return register(f.reg, prometheus.NewCounterVec(prometheus.CounterOpts(f.opts(name, help)), labels))
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
+	f.doc("gauge", name, help)
 	return register(f.reg, prometheus.NewGauge(prometheus.GaugeOpts(f.opts(name, help))))
 }
 
 func (f factory) gaugeFunc(name, help string, read func() float64) {
+	f.doc("gauge", name, help)
 	register(f.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(f.opts(name, help)), read))
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	f.doc("gauge", name, help, labels...)
 	return register(f.reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(f.opts(name, help)), labels))
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	f.doc("histogram", name, help)
 	return register(f.reg, prometheus.NewHistogram(f.histogramOpts(name, help, buckets)))
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	f.doc("histogram", name, help, labels...)
 	return register(f.reg, prometheus.NewHistogramVec(f.histogramOpts(name, help, buckets), labels))
 }
