@@ -17,13 +17,17 @@
 --                    relay LOGIN REPLICATION IN ROLE outbox_relay.
 -- Nobody but the schema's owner may alter the tables or the publication:
 -- migrate creates the publication, and adds mapped tables to it.
+--
+-- The DO blocks name every built-in with its schema (and migrate runs them
+-- with search_path pg_catalog, pg_temp): a function of the same name in
+-- public must not run with the rights of whoever runs this.
 DO $$
 DECLARE r text;
 BEGIN
     FOREACH r IN ARRAY ARRAY['outbox_writer', 'outbox_operator', 'outbox_relay'] LOOP
-        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) r) THEN
             BEGIN
-                EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
             EXCEPTION WHEN duplicate_object OR unique_violation THEN
                 NULL; -- created meanwhile from another database of the cluster
             END;
@@ -49,12 +53,12 @@ GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_e
 -- The operator's functions run with their caller's rights; only operators
 -- (and the owner) may call them.
 DO $$
-DECLARE f regprocedure;
+DECLARE f pg_catalog.regprocedure;
 BEGIN
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = 'outbox'::regnamespace
-               AND p.proname IN ('resend', 'resend_failed', 'skip', 'skip_failed', 'purge') LOOP
-        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO outbox_operator', f);
+    FOR f IN SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+               AND p.proname::text IN ('resend', 'resend_failed', 'skip', 'skip_failed', 'purge') LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO outbox_operator', f);
     END LOOP;
 END $$;

@@ -110,9 +110,15 @@ func connect(ctx context.Context, dbURL string) (*store.Store, func(), error) {
 	return st, closeDB, nil
 }
 
-// dial connects to dbURL.
+// dial connects to dbURL through pgdial, as the relay does (keepalives,
+// search_path).
 func dial(ctx context.Context, dbURL string) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, dbURL)
+	cc, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to postgres: %w", err)
+	}
+	pgdial.Apply(&cc.Config, pgdial.TimeoutDefault)
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
 	}

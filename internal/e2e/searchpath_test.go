@@ -1,0 +1,518 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+)
+
+// plantedRole is the application's role of the search_path test: a member
+// of outbox_writer, nothing more, that may create objects in schema public
+// (PostgreSQL 14's default; 15 and later where GRANT CREATE ON SCHEMA
+// public TO PUBLIC was kept).
+const plantedRole = "outbox_test_planter"
+
+// plantedMark is in the error a planted function raises where it cannot
+// record its call (a read-only transaction): the process logs it.
+const plantedMark = "planted function public."
+
+// A writer creates, in schema public, an overload of every built-in
+// function the project's SQL calls (each name found in the SQL itself), of
+// the built-in's argument types and of looser ones that would win over it
+// where an argument's type is not exactly the built-in's (an integer for a
+// bigint, text for a name or a regclass, a concrete type for a polymorphic
+// one). Each records its call. Then migrate (twice), run (the backfill of a
+// new slot, the stream, a stuck row rescued, a retry, a failure with its
+// dead letter and a held key, retention), every operator command and every
+// console action run, and none of them called any: every connection of the
+// binary has search_path pg_catalog, pg_temp, and every function of the
+// outbox fixes its own (the writer's INSERT runs those of the column
+// defaults with the writer's search_path).
+func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewDB(t)
+	safe := pgtest.Pool(t, dbURL+"&search_path=pg_catalog,pg_temp")
+	execSQL := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := safe.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	execSQL(`GRANT CREATE ON SCHEMA public TO PUBLIC`)
+	execSQL(`DO $$ BEGIN
+		IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '` + plantedRole + `') THEN
+			CREATE ROLE ` + plantedRole + ` LOGIN;
+		END IF;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; -- another test process made it
+	END $$`)
+	names := sqlFunctionNames(t, safe)
+	for _, want := range []string{"pg_advisory_xact_lock", "hashtext", "hashtextextended", "convert_to", "format",
+		"unnest", "array_agg", "to_jsonb", "set_bit", "nextval", "now"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("the project's SQL calls %s, which the test did not find among %v", want, names)
+		}
+	}
+	planted := plant(t, dbURL, names)
+	t.Logf("%d overloads of %d built-ins planted in public", planted, len(names))
+
+	bin := binary(t)
+	t.Cleanup(func() { // what went wrong before: the planted functions a failed step called
+		if t.Failed() {
+			t.Logf("planted functions called: %v", calledPlanted(t, safe, bin.procs))
+		}
+	})
+	bin.ok("migrate", dbURL)
+	bin.ok("migrate", dbURL)
+	pgtest.LoginRoles(t, dbURL)
+	execSQL(`GRANT outbox_writer TO ` + plantedRole)
+
+	// The writer's own INSERTs (the column defaults run with its
+	// search_path): events before the slot (the backfill's), one on a
+	// topic the relay may not publish (FAILED, its dead letter) with one
+	// of its key held behind it.
+	writer := pgtest.Pool(t, asUser(t, dbURL, plantedRole))
+	insert := func(topic, key string) string {
+		t.Helper()
+		var id string
+		if err := writer.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload) VALUES ($1, $2, '{"n": 1}')
+			RETURNING id`, topic, key).Scan(&id); err != nil {
+			t.Fatalf("the writer's INSERT: %v", err)
+		}
+		return id
+	}
+	before := []string{insert("orders", "a"), insert("orders", "b")}
+	failing := insert("forbidden", "h")
+	heldID := insert("forbidden", "h")
+	// A row its relay left PROCESSING (the rescue), one waiting for its
+	// second attempt (the retry) and one SENT long ago (retention).
+	stuck, retry, old := insert("orders", "s"), insert("orders", "r"), insert("orders", "o")
+	execSQL(`INSERT INTO outbox.deliveries (event_id, status, attempts, locked_by, locked_at, topic, key, commit_lsn, tx_position)
+		VALUES ($1, 'PROCESSING', 1, 'gone', now() - interval '1 hour', 'orders', 's', '0/0', 0)`, stuck)
+	execSQL(`INSERT INTO outbox.deliveries (event_id, status, attempts, last_error, next_attempt_at, topic, key, commit_lsn, tx_position)
+		VALUES ($1, 'PENDING', 1, 'broker down', now(), 'orders', 'r', '0/0', 0)`, retry)
+	execSQL(`UPDATE outbox.events SET created_at = now() - interval '3 days' WHERE id = $1`, old)
+	execSQL(`INSERT INTO outbox.deliveries (event_id, status, attempts, sent_at) VALUES ($1, 'SENT', 1, now() - interval '3 days')`, old)
+
+	port := pgtest.FreePort(t)
+	var db string
+	if err := safe.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{dbURL: dbURL, slot: "slot_" + strings.TrimPrefix(db, "outbox_test_"), pool: safe,
+		brokers: fmt.Sprintf("127.0.0.1:%d", port), kafka: kafkaOn(t, port, "orders:1,dlt:1"), kafkaPort: port}
+	relay := e.relay(t, "--topics", "orders", "--dead-letter-topic", "dlt", "--failed-key-policy", "hold",
+		"--stuck-threshold", "1s", "--poll-interval", "50ms", "--retention", "24h", "--retry-delay", "50ms")
+	live := insert("orders", "a")
+	status := func(id string) string {
+		var s string
+		_ = safe.QueryRow(ctx, `SELECT status || coalesce('/' || dead_letter_status, '') FROM outbox.deliveries WHERE event_id = $1`, id).Scan(&s)
+		return s
+	}
+	pgtest.Eventually(t, 60*time.Second, "every event relayed, the failure dead-lettered, the old event retained away", func() (bool, string) {
+		got := map[string]string{"before": status(before[0]) + "," + status(before[1]), "live": status(live),
+			"stuck": status(stuck), "retry": status(retry), "failing": status(failing), "held": status(heldID)}
+		var gone bool
+		_ = safe.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM outbox.events WHERE id = $1)`, old).Scan(&gone)
+		return got["before"] == "SENT,SENT" && got["live"] == "SENT" && got["stuck"] == "SENT" && got["retry"] == "SENT" &&
+			got["failing"] == "FAILED/SENT" && got["held"] != "" && gone, fmt.Sprintf("%v, old event deleted: %v", got, gone)
+	})
+	relay.signal(t, syscall.SIGTERM)
+	if code := relay.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("the relay exited %d after SIGTERM", code)
+	}
+
+	// Every operator command, as the operator.
+	op := pgtest.OperatorURL(dbURL)
+	for _, args := range [][]string{
+		{"status"}, {"status", "--format", "json"}, {"failed"}, {"failed", "--count"}, {"failed", "--format", "json"},
+		{"held"}, {"held", "--format", "json"}, {"skip", failing}, {"resend", failing}, {"resend", "--failed", "--topic", "x"},
+		{"skip", "--failed", "--reason", "x"}, {"purge", "--older-than", "1h", "--status", "FAILED"},
+		{"purge", "--older-than", "1h", "--status", "SKIPPED"}, {"purge", "--older-than", "1h"},
+	} {
+		bin.ok(args[0], op, args[1:]...)
+	}
+
+	// Every console page and action, as its admin.
+	addr := fmt.Sprintf("127.0.0.1:%d", pgtest.FreePort(t))
+	console := start(t, "outbox-relay", []string{"console", "--listen", addr, "--admin-token", "admin-1"}, "OUTBOX_DATABASE_URL="+op)
+	consoleDo := func(method, path string, form url.Values) {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		var code int
+		var text string
+		pgtest.Eventually(t, 30*time.Second, "the console answering "+method+" "+path, func() (bool, string) {
+			req, _ := http.NewRequest(method, "http://"+addr+path, body)
+			req.SetBasicAuth("ops", "admin-1")
+			if form != nil {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+			cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := cl.Do(req)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			code, text = resp.StatusCode, string(b)
+			return true, ""
+		})
+		if code != http.StatusOK && code != http.StatusSeeOther {
+			t.Fatalf("console %s %s: %d %.300s", method, path, code, text)
+		}
+	}
+	for _, path := range []string{"/", "/failed", "/failed?topic=forbidden&reason=x", "/held", "/held?topic=forbidden",
+		"/events", "/events?status=SENT&topic=orders&key=a&event_type=x&reason=x", "/events?lookup=a",
+		"/events?status=FAILED&since=2000-01-01T00:00:00Z&until=2100-01-01T00:00:00Z", "/events/" + live,
+		"/events/" + live + "?payload=show", "/static/console.js"} {
+		consoleDo(http.MethodGet, path, nil)
+	}
+	for _, a := range []string{"/resend", "/skip"} {
+		consoleDo(http.MethodPost, a, url.Values{"id": {live}})
+		consoleDo(http.MethodPost, a, url.Values{"id": {live}, "confirm": {"yes"}})
+		consoleDo(http.MethodPost, a, url.Values{"match": {"yes"}, "topic": {"orders"}})
+		consoleDo(http.MethodPost, a, url.Values{"match": {"yes"}, "topic": {"orders"}, "confirm": {"yes"}})
+	}
+	console.signal(t, syscall.SIGTERM)
+	console.wait(t, 30*time.Second)
+
+	if called := calledPlanted(t, safe, append([]*proc{relay, console}, bin.procs...)); len(called) > 0 {
+		t.Fatalf("the binary called functions a writer planted in schema public: %s", strings.Join(called, ", "))
+	}
+	report(t, "%d overloads of the %d built-ins the SQL calls, planted in public by a writer: none called", planted, len(names))
+}
+
+// calledPlanted lists the planted functions that were called: their
+// sequences advanced, or their error (in a read-only transaction) in the
+// output of procs.
+func calledPlanted(t *testing.T, db *pgxpool.Pool, procs []*proc) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT substr(sequencename, 8) FROM pg_catalog.pg_sequences
+		WHERE schemaname = 'public' AND sequencename LIKE 'called:%' AND last_value IS NOT NULL ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	called, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		p.mu.Lock()
+		for _, l := range p.out {
+			if i := strings.Index(l, plantedMark); i >= 0 {
+				called = append(called, l[i+len(plantedMark):]+" (in a read-only transaction)")
+			}
+		}
+		p.mu.Unlock()
+	}
+	return called
+}
+
+// sqlFunctionNames finds the built-in functions the project's SQL calls: a
+// name followed by "(" in its .sql files and in the string literals of its
+// Go code (tests and test helpers aside) that pg_catalog has a function or
+// an aggregate of.
+func sqlFunctionNames(t *testing.T, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) []string {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	skip := map[string]bool{"cmd/outbox-bench": true, "cmd/kafka-dev": true, "internal/pgtest": true,
+		"internal/kafkatest": true, "internal/e2e": true, "docs": true, "scripts": true, ".git": true}
+	var text strings.Builder
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if skip[filepath.ToSlash(rel)] || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(path, ".sql"):
+			b, err := os.ReadFile(path)
+			text.Write(b)
+			return err
+		case strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go"):
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if s, err := strconv.Unquote(lit.Value); err == nil {
+						text.WriteString(s + "\n")
+					}
+				}
+				return true
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the project's SQL: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?i)\b([a-z_][a-z0-9_]*)\s*\(`).FindAllStringSubmatch(text.String(), -1) {
+		seen[strings.ToLower(m[1])] = true
+	}
+	var words []string
+	for w := range seen {
+		words = append(words, w)
+	}
+	rows, err := db.Query(context.Background(), `SELECT DISTINCT proname::text FROM pg_catalog.pg_proc
+		WHERE pronamespace = 'pg_catalog'::regnamespace AND prokind IN ('f', 'a') AND proname = ANY($1) ORDER BY 1`, words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// A signature of a pg_catalog function or aggregate.
+type builtin struct {
+	name     string
+	agg      bool
+	args     []string // format_type of each
+	ret      string
+	set      bool
+	variadic bool
+}
+
+var (
+	// polymorphic argument types, and the concrete types a planted overload
+	// takes instead: the types the project's SQL passes.
+	polyElem  = map[string]bool{"anyelement": true, "anynonarray": true, "anycompatible": true, "anycompatiblenonarray": true, `"any"`: true}
+	polyArray = map[string]bool{"anyarray": true, "anycompatiblearray": true}
+	concrete  = []string{"text", "integer", "bigint", "uuid", "jsonb", "timestamp with time zone", "bytea", "boolean",
+		"pg_lsn", "pg_catalog.pg_replication_slots"}
+	// looser is, for an argument type, one a call that does not cast
+	// exactly passes: an integer literal or int4 expression for a bigint,
+	// an untyped literal (text wins) for a name or a regclass.
+	looser = map[string]string{"bigint": "integer", "smallint": "integer", "numeric": "integer", "double precision": "integer",
+		"real": "integer", "oid": "integer", "name": "text", `"char"`: "text", "character varying": "text", "regclass": "text",
+		"regproc": "text", "regprocedure": "text", "regtype": "text", "regrole": "text", "regnamespace": "text", "regconfig": "text"}
+)
+
+// overloads returns the argument lists (and return type) of the
+// overloads planted for b: its own and the looser one, with each
+// polymorphic type made each concrete type, and a variadic one's list
+// spelled out with 0, 1 and 2 values.
+func (b builtin) overloads() (out [][2][]string) {
+	bases := [][]string{b.args}
+	if b.variadic && len(b.args) > 0 {
+		last := b.args[len(b.args)-1]
+		elem := strings.TrimSuffix(last, "[]")
+		switch last {
+		case "anyarray":
+			elem = "anyelement"
+		case "anycompatiblearray":
+			elem = "anycompatible"
+		}
+		bases = nil
+		for k := 0; k <= 2; k++ {
+			bases = append(bases, append(slices.Clone(b.args[:len(b.args)-1]), slices.Repeat([]string{elem}, k)...))
+		}
+	}
+	for _, base := range bases {
+		for _, loose := range []bool{false, true} {
+			args := slices.Clone(base)
+			poly := false
+			for i, a := range args {
+				if l, ok := looser[a]; ok && loose {
+					args[i] = l
+				}
+				poly = poly || polyElem[a] || polyArray[a]
+			}
+			if !poly {
+				out = append(out, [2][]string{args, {b.ret}})
+				continue
+			}
+			for _, c := range concrete {
+				sub := func(a string) string {
+					switch {
+					case polyElem[a]:
+						return c
+					case polyArray[a]:
+						return c + "[]"
+					}
+					return a
+				}
+				concrete := make([]string, len(args))
+				for i, a := range args {
+					concrete[i] = sub(a)
+				}
+				out = append(out, [2][]string{concrete, {sub(b.ret)}})
+			}
+		}
+	}
+	return out
+}
+
+// plant creates, as plantedRole, an overload in public of every signature
+// of each of names (builtin.overloads), each advancing the sequence
+// public."called:<name>" when called, and returns how many it created (a
+// signature PL/pgSQL cannot take is left out).
+func plant(t *testing.T, dbURL string, names []string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL+"&search_path=pg_catalog,pg_temp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `
+		SELECT p.proname::text, p.prokind = 'a',
+		       coalesce((SELECT array_agg(format_type(a.t, NULL) ORDER BY a.n) FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY a(t, n)), '{}'),
+		       format_type(p.prorettype, NULL), p.proretset, p.provariadic <> 0
+		FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.prokind IN ('f', 'a') AND p.proname = ANY($1)`, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sigs []builtin
+	for rows.Next() {
+		var b builtin
+		if err := rows.Scan(&b.name, &b.agg, &b.args, &b.ret, &b.set, &b.variadic); err != nil {
+			t.Fatal(err)
+		}
+		sigs = append(sigs, b)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var stmts []string
+	for _, n := range names {
+		seq := pgx.Identifier{"public", "called:" + n}.Sanitize()
+		stmts = append(stmts, "CREATE SEQUENCE "+seq, "GRANT USAGE ON SEQUENCE "+seq+" TO PUBLIC")
+	}
+	seen := map[string]bool{}
+	for i, b := range sigs {
+		fn := pgx.Identifier{"public", b.name}.Sanitize()
+		record := fmt.Sprintf(`BEGIN
+			PERFORM pg_catalog.nextval(%s::pg_catalog.regclass);
+			RETURN%%s;
+		EXCEPTION WHEN read_only_sql_transaction THEN
+			RAISE EXCEPTION '%s%s was called';
+		END`, quoteLiteral(pgx.Identifier{"public", "called:" + b.name}.Sanitize()), plantedMark, b.name)
+		for j, o := range b.overloads() {
+			args, ret := o[0], o[1][0]
+			key := fmt.Sprintf("%s(%s)", b.name, strings.Join(args, ","))
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			if !b.agg {
+				setof, value := "", " NULL"
+				if b.set {
+					setof, value = "SETOF ", ""
+				} else if ret == "void" {
+					value = ""
+				}
+				stmts = append(stmts, fmt.Sprintf("CREATE FUNCTION %s(%s) RETURNS %s%s LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %s",
+					fn, strings.Join(args, ", "), setof, ret, quoteLiteral(fmt.Sprintf(record, value))))
+				continue
+			}
+			sfunc := pgx.Identifier{"public", fmt.Sprintf("planted_sfunc_%d_%d", i, j)}.Sanitize()
+			aggArgs := strings.Join(args, ", ")
+			if len(args) == 0 {
+				aggArgs = "*"
+			}
+			stmts = append(stmts,
+				fmt.Sprintf("CREATE FUNCTION %s(%s) RETURNS %s LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %s",
+					sfunc, strings.Join(append([]string{ret}, args...), ", "), ret, quoteLiteral(fmt.Sprintf(record, " NULL"))),
+				fmt.Sprintf("CREATE AGGREGATE %s(%s) (SFUNC = %s, STYPE = %s)", fn, aggArgs, sfunc, ret))
+		}
+	}
+	if _, err := conn.Exec(ctx, "SET ROLE "+plantedRole); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE FUNCTION pg_temp.plant(stmts text[]) RETURNS integer LANGUAGE plpgsql AS $$
+		DECLARE s text; n integer := 0;
+		BEGIN
+			FOREACH s IN ARRAY stmts LOOP
+				BEGIN
+					EXECUTE s;
+					n := n + 1;
+				EXCEPTION WHEN others THEN NULL; -- a signature PL/pgSQL cannot take
+				END;
+			END LOOP;
+			RETURN n;
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT pg_temp.plant($1)`, stmts).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	var seqs int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'S'`).Scan(&seqs); err != nil {
+		t.Fatal(err)
+	}
+	if seqs != len(names) {
+		t.Fatalf("%d of %d sequences planted", seqs, len(names))
+	}
+	return n - 2*len(names)
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func asUser(t *testing.T, dbURL, user string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(user)
+	return u.String()
+}
+
+// cmdRunner runs outbox-relay's commands to their end and keeps their
+// output.
+type cmdRunner struct {
+	t     *testing.T
+	procs []*proc
+}
+
+func binary(t *testing.T) *cmdRunner { return &cmdRunner{t: t} }
+
+// ok runs `outbox-relay cmd args...` on dbURL and fails unless it exits 0.
+func (r *cmdRunner) ok(cmd, dbURL string, args ...string) {
+	r.t.Helper()
+	p := start(r.t, "outbox-relay", append([]string{cmd}, args...), "OUTBOX_DATABASE_URL="+dbURL)
+	r.procs = append(r.procs, p)
+	if code := p.wait(r.t, 60*time.Second); code != 0 {
+		p.mu.Lock()
+		out := strings.Join(p.out, "\n")
+		p.mu.Unlock()
+		r.t.Fatalf("outbox-relay %s %s exited %d:\n%s", cmd, strings.Join(args, " "), code, out)
+	}
+}
