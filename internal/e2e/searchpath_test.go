@@ -41,13 +41,15 @@ const plantedMark = "planted function public."
 // the built-in's argument types and of looser ones that would win over it
 // where an argument's type is not exactly the built-in's (an integer for a
 // bigint, text for a name or a regclass, a concrete type for a polymorphic
-// one). Each records its call. Then migrate (twice), run (the backfill of a
-// new slot, the stream, a stuck row rescued, a retry, a failure with its
-// dead letter and a held key, retention), every operator command and every
-// console action run, and none of them called any: every connection of the
-// binary has search_path pg_catalog, pg_temp, and every function of the
-// outbox fixes its own (the writer's INSERT runs those of the column
-// defaults with the writer's search_path).
+// one). Each records its call. Then migrate (twice, with a mapped table),
+// run (the backfill of a new slot, the stream, a stuck row rescued, a
+// retry, failures with their dead letters, a held key, a mapped event's
+// kept record resent, retention), the SQL functions as an operator calls
+// them, every operator command and every console page and action run, and
+// none of them called any: every connection of the binary has search_path
+// pg_catalog, pg_temp, and every function of the outbox fixes its own (the
+// writer's INSERT runs the column defaults' with the writer's search_path,
+// an operator's psql runs outbox.resend with the operator's).
 func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -66,6 +68,14 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 		END IF;
 	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; -- another test process made it
 	END $$`)
+	// The application's own outbox table, Debezium's shape.
+	execSQL(`CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb);
+		GRANT INSERT, SELECT (id) ON public.outboxevent TO ` + plantedRole)
+	connector := filepath.Join(t.TempDir(), "connector.json")
+	if err := os.WriteFile(connector, []byte(debeziumConnector), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	names := sqlFunctionNames(t, safe)
 	for _, want := range []string{"pg_advisory_xact_lock", "hashtext", "hashtextextended", "convert_to", "format",
 		"unnest", "array_agg", "to_jsonb", "set_bit", "nextval", "now"} {
@@ -74,16 +84,25 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 		}
 	}
 	planted := plant(t, dbURL, names)
-	t.Logf("%d overloads of %d built-ins planted in public", planted, len(names))
 
-	bin := binary(t)
-	t.Cleanup(func() { // what went wrong before: the planted functions a failed step called
-		if t.Failed() {
-			t.Logf("planted functions called: %v", calledPlanted(t, safe, bin.procs))
+	var procs []*proc // every process of the binary, whose output calledPlanted reads
+	t.Cleanup(func() {
+		if t.Failed() { // what went wrong: a planted function a failed step called
+			t.Logf("planted functions called: %v", calledPlanted(t, safe, procs))
 		}
 	})
-	bin.ok("migrate", dbURL)
-	bin.ok("migrate", dbURL)
+	cli := func(dbURL string, args ...string) {
+		t.Helper()
+		p := start(t, "outbox-relay", args, "OUTBOX_DATABASE_URL="+dbURL)
+		procs = append(procs, p)
+		if code := p.wait(t, 60*time.Second); code != 0 {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			t.Fatalf("outbox-relay %s exited %d:\n%s", strings.Join(args, " "), code, strings.Join(p.out, "\n"))
+		}
+	}
+	cli(dbURL, "migrate", "--debezium-config", connector)
+	cli(dbURL, "migrate", "--debezium-config", connector)
 	pgtest.LoginRoles(t, dbURL)
 	execSQL(`GRANT outbox_writer TO ` + plantedRole)
 
@@ -101,9 +120,19 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 		}
 		return id
 	}
+	mapped := func(aggregate, key string) string {
+		t.Helper()
+		var id string
+		if err := writer.QueryRow(ctx, `INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, type, payload)
+			VALUES (gen_random_uuid(), $1, $2, 'Created', '{"n": 1}') RETURNING id`, aggregate, key).Scan(&id); err != nil {
+			t.Fatalf("the writer's INSERT into its own table: %v", err)
+		}
+		return id
+	}
 	before := []string{insert("orders", "a"), insert("orders", "b")}
 	failing := insert("forbidden", "h")
 	heldID := insert("forbidden", "h")
+	mappedBefore := mapped("orders", "m")
 	// A row its relay left PROCESSING (the rescue), one waiting for its
 	// second attempt (the retry) and one SENT long ago (retention).
 	stuck, retry, old := insert("orders", "s"), insert("orders", "r"), insert("orders", "o")
@@ -120,29 +149,69 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &env{dbURL: dbURL, slot: "slot_" + strings.TrimPrefix(db, "outbox_test_"), pool: safe,
-		brokers: fmt.Sprintf("127.0.0.1:%d", port), kafka: kafkaOn(t, port, "orders:1,dlt:1"), kafkaPort: port}
-	relay := e.relay(t, "--topics", "orders", "--dead-letter-topic", "dlt", "--failed-key-policy", "hold",
-		"--stuck-threshold", "1s", "--poll-interval", "50ms", "--retention", "24h", "--retry-delay", "50ms")
-	live := insert("orders", "a")
-	status := func(id string) string {
+		brokers: fmt.Sprintf("127.0.0.1:%d", port), kafka: kafkaOn(t, port, "orders:1,dlt:1,outbox.event.orders:1"), kafkaPort: port}
+	relay := e.relay(t, "--topics", "orders,outbox.event.orders", "--dead-letter-topic", "dlt", "--failed-key-policy", "hold",
+		"--stuck-threshold", "1s", "--poll-interval", "50ms", "--retention", "24h", "--debezium-config", connector)
+	procs = append(procs, relay)
+	live, mappedLive, mappedFailing := insert("orders", "a"), mapped("orders", "m"), mapped("forbidden", "f")
+	status := func(where string, arg any) string {
 		var s string
-		_ = safe.QueryRow(ctx, `SELECT status || coalesce('/' || dead_letter_status, '') FROM outbox.deliveries WHERE event_id = $1`, id).Scan(&s)
+		_ = safe.QueryRow(ctx, `SELECT status || coalesce('/' || dead_letter_status, '') FROM outbox.deliveries WHERE `+where, arg).Scan(&s)
 		return s
 	}
-	pgtest.Eventually(t, 60*time.Second, "every event relayed, the failure dead-lettered, the old event retained away", func() (bool, string) {
-		got := map[string]string{"before": status(before[0]) + "," + status(before[1]), "live": status(live),
-			"stuck": status(stuck), "retry": status(retry), "failing": status(failing), "held": status(heldID)}
+	byID := func(id string) string { return status("event_id = $1", id) }
+	byMapped := func(id string) string { return status("event_id = outbox.event_id('public.outboxevent', $1)", id) }
+	relayed := func() (bool, string) {
+		got := map[string]string{"before": byID(before[0]) + "," + byID(before[1]), "live": byID(live),
+			"stuck": byID(stuck), "retry": byID(retry), "failing": byID(failing), "held": byID(heldID),
+			"mapped": byMapped(mappedBefore) + "," + byMapped(mappedLive), "mapped failing": byMapped(mappedFailing)}
 		var gone bool
 		_ = safe.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM outbox.events WHERE id = $1)`, old).Scan(&gone)
 		return got["before"] == "SENT,SENT" && got["live"] == "SENT" && got["stuck"] == "SENT" && got["retry"] == "SENT" &&
-			got["failing"] == "FAILED/SENT" && got["held"] != "" && gone, fmt.Sprintf("%v, old event deleted: %v", got, gone)
+				got["failing"] == "FAILED/SENT" && got["held"] != "" && got["mapped"] == "SENT,SENT" &&
+				got["mapped failing"] == "FAILED/SENT" && gone,
+			fmt.Sprintf("%v, old event deleted: %v", got, gone)
+	}
+	pgtest.Eventually(t, 60*time.Second, "every event relayed, the failures dead-lettered, the old event retained away", relayed)
+
+	// An operator resends the failed mapped event in SQL, by its table's
+	// id, with the operator's own search_path: the relay publishes its kept
+	// record again (and it fails again).
+	operator := pgtest.Pool(t, pgtest.OperatorURL(dbURL))
+	var resent time.Time
+	if err := operator.QueryRow(ctx, `SELECT now() FROM outbox.resend('public.outboxevent', $1) AS r WHERE r`,
+		mappedFailing).Scan(&resent); err != nil {
+		t.Fatalf("outbox.resend('public.outboxevent', id): %v", err)
+	}
+	pgtest.Eventually(t, 30*time.Second, "the resent mapped event failed again", func() (bool, string) {
+		var again bool
+		_ = safe.QueryRow(ctx, `SELECT updated_at > $2 FROM outbox.deliveries WHERE status = 'FAILED'
+			AND event_id = outbox.event_id('public.outboxevent', $1)`, mappedFailing, resent).Scan(&again)
+		return again, byMapped(mappedFailing)
 	})
 	relay.signal(t, syscall.SIGTERM)
 	if code := relay.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("the relay exited %d after SIGTERM", code)
 	}
 
-	// Every operator command, as the operator.
+	// The operator's SQL functions and views, with the operator's
+	// search_path.
+	for _, sql := range []string{
+		`SELECT outbox.skip($1::uuid)`, `SELECT outbox.resend($1::uuid)`, `SELECT outbox.resend_failed(p_topic => 'x')`,
+		`SELECT outbox.skip_failed(p_topic => 'x')`, `SELECT outbox.purge('1 hour', 'SKIPPED')`,
+		`SELECT count(*) FROM outbox.failed_events`, `SELECT count(*) FROM outbox.delivery_stats`,
+		`SELECT count(*) FROM outbox.held_keys`, `SELECT count(*) FROM outbox.relayed_events`,
+	} {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = append(args, failing)
+		}
+		if _, err := operator.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("as an operator, %s: %v", sql, err)
+		}
+	}
+	// Every operator command, as the operator, on the failure again.
+	execSQL(`UPDATE outbox.deliveries SET status = 'FAILED', failure_reason = 'RETRIES_EXHAUSTED' WHERE event_id = $1`, failing)
 	op := pgtest.OperatorURL(dbURL)
 	for _, args := range [][]string{
 		{"status"}, {"status", "--format", "json"}, {"failed"}, {"failed", "--count"}, {"failed", "--format", "json"},
@@ -150,22 +219,19 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 		{"skip", "--failed", "--reason", "x"}, {"purge", "--older-than", "1h", "--status", "FAILED"},
 		{"purge", "--older-than", "1h", "--status", "SKIPPED"}, {"purge", "--older-than", "1h"},
 	} {
-		bin.ok(args[0], op, args[1:]...)
+		cli(op, args...)
 	}
 
 	// Every console page and action, as its admin.
 	addr := fmt.Sprintf("127.0.0.1:%d", pgtest.FreePort(t))
 	console := start(t, "outbox-relay", []string{"console", "--listen", addr, "--admin-token", "admin-1"}, "OUTBOX_DATABASE_URL="+op)
+	procs = append(procs, console)
 	consoleDo := func(method, path string, form url.Values) {
 		t.Helper()
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
 		var code int
 		var text string
 		pgtest.Eventually(t, 30*time.Second, "the console answering "+method+" "+path, func() (bool, string) {
-			req, _ := http.NewRequest(method, "http://"+addr+path, body)
+			req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(form.Encode()))
 			req.SetBasicAuth("ops", "admin-1")
 			if form != nil {
 				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -184,10 +250,14 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 			t.Fatalf("console %s %s: %d %.300s", method, path, code, text)
 		}
 	}
+	mappedID := ""
+	if err := safe.QueryRow(ctx, `SELECT outbox.event_id('public.outboxevent', $1)::text`, mappedFailing).Scan(&mappedID); err != nil {
+		t.Fatal(err)
+	}
 	for _, path := range []string{"/", "/failed", "/failed?topic=forbidden&reason=x", "/held", "/held?topic=forbidden",
 		"/events", "/events?status=SENT&topic=orders&key=a&event_type=x&reason=x", "/events?lookup=a",
 		"/events?status=FAILED&since=2000-01-01T00:00:00Z&until=2100-01-01T00:00:00Z", "/events/" + live,
-		"/events/" + live + "?payload=show", "/static/console.js"} {
+		"/events/" + live + "?payload=show", "/events/" + mappedID + "?payload=show", "/static/console.js"} {
 		consoleDo(http.MethodGet, path, nil)
 	}
 	for _, a := range []string{"/resend", "/skip"} {
@@ -199,7 +269,7 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 	console.signal(t, syscall.SIGTERM)
 	console.wait(t, 30*time.Second)
 
-	if called := calledPlanted(t, safe, append([]*proc{relay, console}, bin.procs...)); len(called) > 0 {
+	if called := calledPlanted(t, safe, procs); len(called) > 0 {
 		t.Fatalf("the binary called functions a writer planted in schema public: %s", strings.Join(called, ", "))
 	}
 	report(t, "%d overloads of the %d built-ins the SQL calls, planted in public by a writer: none called", planted, len(names))
@@ -493,26 +563,4 @@ func asUser(t *testing.T, dbURL, user string) string {
 	}
 	u.User = url.User(user)
 	return u.String()
-}
-
-// cmdRunner runs outbox-relay's commands to their end and keeps their
-// output.
-type cmdRunner struct {
-	t     *testing.T
-	procs []*proc
-}
-
-func binary(t *testing.T) *cmdRunner { return &cmdRunner{t: t} }
-
-// ok runs `outbox-relay cmd args...` on dbURL and fails unless it exits 0.
-func (r *cmdRunner) ok(cmd, dbURL string, args ...string) {
-	r.t.Helper()
-	p := start(r.t, "outbox-relay", append([]string{cmd}, args...), "OUTBOX_DATABASE_URL="+dbURL)
-	r.procs = append(r.procs, p)
-	if code := p.wait(r.t, 60*time.Second); code != 0 {
-		p.mu.Lock()
-		out := strings.Join(p.out, "\n")
-		p.mu.Unlock()
-		r.t.Fatalf("outbox-relay %s %s exited %d:\n%s", cmd, strings.Join(args, " "), code, out)
-	}
 }
