@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/migrations"
 )
 
 // plantedRole is the application's role of the search_path test: a member
@@ -41,20 +42,21 @@ const plantedMark = "planted function public."
 // the built-in's argument types and of looser ones that would win over it
 // where an argument's type is not exactly the built-in's (an integer for a
 // bigint, text for a name or a regclass, a concrete type for a polymorphic
-// one). Each records its call. Then migrate (twice, with a mapped table),
-// run (the backfill of a new slot, the stream, a stuck row rescued, a
-// retry, failures with their dead letters, a held key, a mapped event's
-// kept record resent, retention), the SQL functions as an operator calls
-// them, every operator command and every console page and action run, and
-// none of them called any: every connection of the binary has search_path
-// pg_catalog, pg_temp, and every function of the outbox fixes its own (the
-// writer's INSERT runs the column defaults' with the writer's search_path,
-// an operator's psql runs outbox.resend with the operator's).
+// one). Each records its call. Then these run, and none of them calls any:
+// migrate (twice, with a mapped table); run (the backfill of a new slot,
+// the stream, a stuck row rescued, a retry, failures with their dead
+// letters, a held key, a mapped event's kept record resent, retention);
+// the SQL functions and views as an operator calls them; every operator
+// command; every console page and action; migrate down a version and up
+// again. Every connection of the binary has search_path pg_catalog,
+// pg_temp, and every function of the outbox fixes its own (the writer's
+// INSERT runs the column defaults' with the writer's search_path, an
+// operator's psql runs outbox.resend with the operator's).
 func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := pgtest.NewDB(t)
-	safe := pgtest.Pool(t, dbURL+"&search_path=pg_catalog,pg_temp")
+	safe := pgtest.Pool(t, withSafePath(t, dbURL))
 	execSQL := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := safe.Exec(ctx, sql, args...); err != nil {
@@ -269,6 +271,10 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 	console.signal(t, syscall.SIGTERM)
 	console.wait(t, 30*time.Second)
 
+	// Back a version and up again.
+	cli(dbURL, "migrate", "--down-to", strconv.Itoa(migrations.Latest()-1))
+	cli(dbURL, "migrate", "--debezium-config", connector)
+
 	if called := calledPlanted(t, safe, procs); len(called) > 0 {
 		t.Fatalf("the binary called functions a writer planted in schema public: %s", strings.Join(called, ", "))
 	}
@@ -455,7 +461,7 @@ func (b builtin) overloads() (out [][2][]string) {
 func plant(t *testing.T, dbURL string, names []string) int {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL+"&search_path=pg_catalog,pg_temp")
+	conn, err := pgx.Connect(ctx, withSafePath(t, dbURL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,6 +557,20 @@ func plant(t *testing.T, dbURL string, names []string) int {
 		t.Fatalf("%d of %d sequences planted", seqs, len(names))
 	}
 	return n - 2*len(names)
+}
+
+// withSafePath is dbURL with search_path pg_catalog, pg_temp: the test's
+// own sessions, which the planted functions must not disturb.
+func withSafePath(t *testing.T, dbURL string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", "pg_catalog, pg_temp")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
