@@ -130,13 +130,16 @@ func (d *deadLetters) round(ctx context.Context) (int, error) {
 		row := &claimed.Rows[i]
 		o := store.DeadLetterOutcome{EventID: row.EventID, FailedAt: row.FailedAt, Status: store.DeadLetterRetry}
 		topic := originalTopic(&b.events[i], row)
+		// Never sent to its topic: invalid, or no attempt (refused before
+		// sending); older relays counted an attempt for TOPIC_NOT_ALLOWED.
+		unsent := b.events[i].invalid != "" || row.Attempts == 0 || row.Reason == kafka.ReasonTopicNotAllowed
 		switch m.Outcome.Result {
 		case kafka.Sent:
 			o.Status = store.DeadLetterSent
-			d.metrics.DeadLettered.WithLabelValues(topic, "sent").Inc()
+			d.metrics.DeadLetter(topic, unsent, "sent")
 		case kafka.Rejected:
 			o.Status, o.Error = store.DeadLetterFailed, m.Outcome.Reason+": "+m.Outcome.Err.Error()
-			d.metrics.DeadLettered.WithLabelValues(topic, "refused").Inc()
+			d.metrics.DeadLetter(topic, unsent, "refused")
 			d.log.Warn("the dead-letter topic refused a failed event; its status row says why (dead_letter_error)",
 				zap.String("event_id", string(kafka.FormatUUID(row.EventID))), zap.String("topic", topic), zap.String("error", o.Error))
 		default: // Kafka unavailable (a spill deferred it), or an error worth another try

@@ -87,6 +87,10 @@ type event struct {
 // the stream routed it to the queue, or the publisher deferred it in a spill.
 func (e *event) deferred() bool { return e.Outcome.Result == kafka.Deferred }
 
+// unsent reports whether e is refused without being sent: it cannot be a
+// message, or the publisher refused its topic before sending it.
+func (e *event) unsent() bool { return e.invalid != "" || e.Outcome.Unsent }
+
 // fill turns the inserted row into e's message, or sets e.invalid.
 func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 	copy(e.id[:], values[l.id])
@@ -132,6 +136,7 @@ func (l *layout) read(values [][]byte, commitTime time.Time) (ev kafka.Event, er
 		}
 	}
 	ev.Timestamp = commitTime
+	ev.CloudEvents = l.ce != nil
 	if l.createdAt >= 0 && values[l.createdAt] != nil {
 		switch oid := l.rel.Columns[l.createdAt].TypeOID; oid {
 		case mapping.OIDTimestamptz, mapping.OIDTimestamp:

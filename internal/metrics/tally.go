@@ -20,13 +20,20 @@ type Tally struct {
 	tables map[[2]string]float64 // mapped tables: table, outcome
 }
 
-type tallyKey struct{ topic, outcome, reason string }
+type tallyKey struct {
+	topic, outcome, reason string
+	refused                bool // never sent to its topic
+}
 
 // NewTally makes an empty tally.
 func (m *Metrics) NewTally() *Tally { return &Tally{m: m, counts: map[tallyKey]float64{}} }
 
-// Add counts one event of topic with outcome (and reason, for Failed).
-func (t *Tally) Add(topic, outcome, reason string) { t.counts[tallyKey{topic, outcome, reason}]++ }
+// Add counts one event of topic with outcome (and reason, for Failed);
+// refused says the event was never sent to its topic (invalid, or refused
+// before sending), which gives the topic no label value of its own.
+func (t *Tally) Add(topic, outcome, reason string, refused bool) {
+	t.counts[tallyKey{topic, outcome, reason, refused}]++
+}
 
 // AddTable counts one event of a mapped table with outcome.
 func (t *Tally) AddTable(table, outcome string) {
@@ -42,8 +49,13 @@ func (t *Tally) Flush() {
 		t.m.mapped.WithLabelValues(k[0], k[1]).Add(n)
 		delete(t.tables, k)
 	}
+	for k := range t.counts { // topics sent to first: a refused event of one counts under its name
+		if !k.refused {
+			t.m.topic(k.topic, false)
+		}
+	}
 	for k, n := range t.counts {
-		c := t.m.topic(k.topic)
+		c := t.m.topic(k.topic, k.refused)
 		switch k.outcome {
 		case Published:
 			c.published.Add(n)
@@ -57,7 +69,7 @@ func (t *Tally) Flush() {
 			t.m.mu.Lock()
 			f := c.failed[k.reason]
 			if f == nil {
-				f = t.m.failed.WithLabelValues(k.topic, k.reason)
+				f = t.m.failed.WithLabelValues(c.label, k.reason)
 				c.failed[k.reason] = f
 			}
 			t.m.mu.Unlock()

@@ -10,8 +10,8 @@ func BenchmarkTallyGroupOf1000(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for range 1000 {
-			t.Add("orders", Published, "")
-			t.Add("orders", Sent, "")
+			t.Add("orders", Published, "", false)
+			t.Add("orders", Sent, "", false)
 		}
 		t.Flush()
 	}
