@@ -49,12 +49,20 @@ func (t *Tally) Flush() {
 		t.m.mapped.WithLabelValues(k[0], k[1]).Add(n)
 		delete(t.tables, k)
 	}
-	for k := range t.counts { // topics sent to first: a refused event of one counts under its name
-		if !k.refused {
+	// Topics sent to first: a refused event of one counts under its name.
+	// Queued events are counted without their topic, which no check has
+	// seen: it gets no label value.
+	for k := range t.counts {
+		if !k.refused && k.outcome != Queued {
 			t.m.topic(k.topic, false)
 		}
 	}
 	for k, n := range t.counts {
+		delete(t.counts, k)
+		if k.outcome == Queued {
+			t.m.Queued.Add(n)
+			continue
+		}
 		c := t.m.topic(k.topic, k.refused)
 		switch k.outcome {
 		case Published:
@@ -63,8 +71,6 @@ func (t *Tally) Flush() {
 			c.sent.Add(n)
 		case Retried:
 			c.retried.Add(n)
-		case Queued:
-			t.m.Queued.Add(n)
 		case Failed:
 			t.m.mu.Lock()
 			f := c.failed[k.reason]
@@ -75,6 +81,5 @@ func (t *Tally) Flush() {
 			t.m.mu.Unlock()
 			f.Add(n)
 		}
-		delete(t.counts, k)
 	}
 }

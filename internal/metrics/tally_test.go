@@ -41,6 +41,7 @@ func TestTally_TopicLabelsAreBoundedWhateverTheTopicsWritten(t *testing.T) {
 	}
 	tl.Add("orders", Failed, "INVALID_EVENT", true) // a topic with a label keeps it
 	tl.Add("refused-1", Published, "", false)       // past the cap
+	tl.Add("queued-1", Queued, "", false)           // counted without a topic
 	tl.Flush()
 	m.DeadLetter("refused-2", true, "sent")
 	m.DeadLetter("billing", false, "sent")
@@ -79,7 +80,28 @@ func TestTally_TopicLabelsAreBoundedWhateverTheTopicsWritten(t *testing.T) {
 			t.Errorf("%s has %d series, want 4", name, n)
 		}
 	}
+	if n := testutil.ToFloat64(m.Queued); n != 1 {
+		t.Errorf("queued = %v, want 1", n)
+	}
 	if n := testutil.CollectAndCount(m.failed); n != 2 {
 		t.Errorf("failed has %d series, want 2", n)
+	}
+}
+
+// An event queued without being published (a spill, or behind its key) is
+// counted without its topic, which no check has seen: it takes no label
+// value from the cap.
+func TestTally_AQueuedEventsTopicTakesNoLabelValue(t *testing.T) {
+	m := New("test")
+	tl := m.NewTally()
+	for i := range 100 {
+		tl.Add(fmt.Sprintf("unchecked-%d", i), Queued, "", false)
+	}
+	tl.Flush()
+	if n := testutil.ToFloat64(m.Queued); n != 100 {
+		t.Errorf("queued = %v, want 100", n)
+	}
+	if n := testutil.CollectAndCount(m.published); n != 0 {
+		t.Errorf("%d topic series after queued events only, want none", n)
 	}
 }
