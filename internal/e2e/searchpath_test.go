@@ -226,7 +226,7 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 
 	// Every console page and action, as its admin.
 	addr := fmt.Sprintf("127.0.0.1:%d", pgtest.FreePort(t))
-	console := start(t, "outbox-relay", []string{"console", "--listen", addr, "--admin-token", "admin-1"}, "OUTBOX_DATABASE_URL="+op)
+	console := start(t, "outbox-relay", []string{"console", "--listen", addr, "--admin-token", "admin-token-0123456789"}, "OUTBOX_DATABASE_URL="+op)
 	procs = append(procs, console)
 	consoleDo := func(method, path string, form url.Values) {
 		t.Helper()
@@ -234,7 +234,7 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 		var text string
 		pgtest.Eventually(t, 30*time.Second, "the console answering "+method+" "+path, func() (bool, string) {
 			req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(form.Encode()))
-			req.SetBasicAuth("ops", "admin-1")
+			req.SetBasicAuth("ops", "admin-token-0123456789")
 			if form != nil {
 				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			}
