@@ -129,7 +129,7 @@ func prepareSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, er
 	// invalidation_reason is PostgreSQL 17's (to_jsonb reads it as NULL before).
 	err := conn.QueryRow(ctx, `
 		SELECT coalesce(plugin, ''), slot_type, confirmed_flush_lsn::text, database, active_pid, coalesce(wal_status, ''),
-		       coalesce(to_jsonb(s) ->> 'invalidation_reason', '')
+		       coalesce(pg_catalog.to_jsonb(s) ->> 'invalidation_reason', '')
 		FROM pg_replication_slots s WHERE slot_name = $1`, slot).Scan(&plugin, &slotType, &confirmed, &db, &activePID, &walStatus, &invalidation)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SlotInfo{Created: true}, nil
@@ -192,7 +192,7 @@ func slotsFull(ctx context.Context, conn *pgconn.PgConn, err error) error {
 	}
 	held := "(could not list them)"
 	res, qerr := conn.Exec(ctx, `SELECT current_setting('max_replication_slots') || ': ' || coalesce(string_agg(
-		format('%s (%s, %s)', slot_name, coalesce(database::text, 'physical'),
+		pg_catalog.format('%s (%s, %s)', slot_name, coalesce(database::text, 'physical'),
 		       CASE WHEN active THEN 'active, pid ' || active_pid ELSE 'inactive' END), ', ' ORDER BY slot_name), 'none')
 		FROM pg_replication_slots`).ReadAll()
 	if qerr == nil && len(res) == 1 && len(res[0].Rows) == 1 {

@@ -39,6 +39,18 @@ var ErrForeignSchema = errors.New("the outbox schema is not the migrating role's
 // lockKey is the advisory lock held by every migration transaction.
 const lockKey = "outbox-relay/migrations"
 
+// lockSQL takes lockKey for the transaction. Built-ins are named with
+// their schema and given their exact argument types (hashtext's integer
+// cast to pg_advisory_xact_lock's bigint): a function of the same name
+// whose argument types fit better, in a schema on the search_path, would
+// otherwise run in their place with the rights of whoever migrates.
+const lockSQL = `SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1::text)::bigint)`
+
+// searchPathSQL starts the printed schema: the search_path migrate's own
+// connection has (pgdial.SearchPath), so that applying it with another
+// tool runs no function a role could have put on that tool's path.
+const searchPathSQL = "SET search_path = pg_catalog, pg_temp;"
+
 // bootstrapSQL creates what the version bookkeeping itself needs.
 const bootstrapSQL = `CREATE SCHEMA IF NOT EXISTS outbox;
 CREATE TABLE IF NOT EXISTS outbox.schema_migrations (
@@ -173,7 +185,7 @@ func step(ctx context.Context, db DB, m Migration, up bool) (bool, error) {
 		return false, fmt.Errorf("beginning migration %d: %w", m.Version, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, lockKey); err != nil {
+	if _, err := tx.Exec(ctx, lockSQL, lockKey); err != nil {
 		return false, fmt.Errorf("taking migration lock: %w", err)
 	}
 	// Before the bootstrap, for its message; after it, for a schema created
@@ -256,7 +268,7 @@ func Print(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(w, "-- outbox-relay schema, versions 1 to %d.\n%s\n", Latest(), bootstrapSQL); err != nil {
+	if _, err := fmt.Fprintf(w, "-- outbox-relay schema, versions 1 to %d.\n%s\n%s\n", Latest(), searchPathSQL, bootstrapSQL); err != nil {
 		return err
 	}
 	for _, m := range all {
@@ -282,7 +294,7 @@ func Roles(ctx context.Context, db DB) error {
 		return fmt.Errorf("beginning the roles' grants: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, lockKey); err != nil {
+	if _, err := tx.Exec(ctx, lockSQL, lockKey); err != nil {
 		return fmt.Errorf("taking migration lock: %w", err)
 	}
 	if _, err := tx.Exec(ctx, rolesSQL); err != nil {
@@ -338,10 +350,10 @@ func OnlineIndexes() []string {
 // after Up; it is idempotent. Each build waits for the transactions open
 // when it starts.
 func Indexes(ctx context.Context, db Execer) error {
-	if _, err := db.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, lockKey); err != nil {
+	if _, err := db.Exec(ctx, `SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext($1::text)::bigint)`, lockKey); err != nil {
 		return fmt.Errorf("taking migration lock: %w", err)
 	}
-	defer db.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext($1))`, lockKey) //nolint:errcheck // ends with the session
+	defer db.Exec(context.WithoutCancel(ctx), `SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtext($1::text)::bigint)`, lockKey) //nolint:errcheck // ends with the session
 	for _, stmt := range OnlineIndexes() {
 		m := indexName.FindStringSubmatch(stmt)
 		if m == nil {

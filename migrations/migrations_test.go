@@ -234,3 +234,27 @@ func TestMigrations_IndexesAreBuiltOnlineAndAnInvalidOneIsBuiltAgain(t *testing.
 		t.Errorf("after building again: %d valid indexes, want %d", n, want)
 	}
 }
+
+// Every function of the outbox, trigger functions and column defaults
+// included, runs with search_path pg_catalog, pg_temp whoever calls it: a
+// function a later version adds without it fails here.
+func TestMigrations_EveryFunctionOfTheOutboxFixesItsSearchPath(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.Migrated(t)
+	rows, err := pool.Query(context.Background(), `SELECT p.oid::regprocedure::text FROM pg_proc p
+		WHERE p.pronamespace = 'outbox'::regnamespace
+		  AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false) ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unfixed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(unfixed) > 0 {
+		t.Errorf("functions of the outbox without SET search_path = pg_catalog, pg_temp: %v", unfixed)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_proc WHERE pronamespace = 'outbox'::regnamespace`); n < 10 {
+		t.Errorf("%d functions in schema outbox, want the 10 or more it has", n)
+	}
+}

@@ -25,13 +25,17 @@
 --                    relay LOGIN REPLICATION IN ROLE outbox_relay.
 -- Nobody but the schema's owner may alter the tables or the publication:
 -- migrate creates the publication, and adds mapped tables to it.
+--
+-- The DO blocks name every built-in with its schema (and migrate runs them
+-- with search_path pg_catalog, pg_temp): a function of the same name in
+-- public must not run with the rights of whoever runs this.
 DO $$
 DECLARE r text;
 BEGIN
     FOREACH r IN ARRAY ARRAY['outbox_writer', 'outbox_operator', 'outbox_relay'] LOOP
-        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) r) THEN
             BEGIN
-                EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
             EXCEPTION WHEN duplicate_object OR unique_violation THEN
                 NULL; -- created meanwhile from another database of the cluster
             END;
@@ -51,7 +55,7 @@ BEGIN
     FOR c IN SELECT k.oid::regclass FROM pg_catalog.pg_class k
              WHERE k.relnamespace = 'outbox'::regnamespace AND k.relkind IN ('r', 'p', 'v', 'm', 'S')
                AND k.relowner = (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'outbox') LOOP
-        EXECUTE format('REVOKE ALL ON %s FROM outbox_writer, outbox_operator, outbox_relay', c);
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM outbox_writer, outbox_operator, outbox_relay', c);
     END LOOP;
 END $$;
 
@@ -62,11 +66,11 @@ END $$;
 DO $$
 DECLARE cols text;
 BEGIN
-    SELECT string_agg(format('%I', a.attname), ', ' ORDER BY a.attnum) INTO cols
+    SELECT pg_catalog.string_agg(pg_catalog.format('%I', a.attname), ', ' ORDER BY a.attnum) INTO cols
     FROM pg_catalog.pg_attribute a
     WHERE a.attrelid = 'outbox.events'::regclass AND a.attnum > 0 AND NOT a.attisdropped
       AND a.attgenerated = '' AND a.attname NOT IN ('seq', 'created_at');
-    EXECUTE format('GRANT INSERT (%s), SELECT (id) ON outbox.events TO outbox_writer', cols);
+    EXECUTE pg_catalog.format('GRANT INSERT (%s), SELECT (id) ON outbox.events TO outbox_writer', cols);
 END $$;
 GRANT USAGE ON SEQUENCE outbox.events_seq_seq TO outbox_writer;
 
@@ -82,13 +86,13 @@ GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_e
 -- log_console_action, migration 17, only appends to the console's action
 -- log); only operators (and the owner) may call them.
 DO $$
-DECLARE f regprocedure;
+DECLARE f pg_catalog.regprocedure;
 BEGIN
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = 'outbox'::regnamespace
-               AND p.proname IN ('resend', 'resend_failed', 'resend_if_failed', 'skip', 'skip_failed', 'purge',
-                                 'log_console_action') LOOP
-        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO outbox_operator', f);
+    FOR f IN SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace OPERATOR(pg_catalog.=) 'outbox'::pg_catalog.regnamespace
+               AND p.proname::text IN ('resend', 'resend_failed', 'resend_if_failed', 'skip', 'skip_failed', 'purge',
+                                       'log_console_action') LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO outbox_operator', f);
     END LOOP;
 END $$;

@@ -130,16 +130,19 @@ func (d *deadLetters) round(ctx context.Context) (int, error) {
 		row := &claimed.Rows[i]
 		o := store.DeadLetterOutcome{EventID: row.EventID, FailedAt: row.FailedAt, Status: store.DeadLetterRetry}
 		topic := originalTopic(&b.events[i], row)
+		// Never sent to its topic: invalid, or no attempt (refused before
+		// sending); older relays counted an attempt for TOPIC_NOT_ALLOWED.
+		unsent := b.events[i].invalid != "" || row.Attempts == 0 || row.Reason == kafka.ReasonTopicNotAllowed
 		switch m.Outcome.Result {
 		case kafka.Sent:
 			o.Status = store.DeadLetterSent
-			d.metrics.DeadLettered.WithLabelValues(topic, "sent").Inc()
+			d.metrics.DeadLetter(topic, unsent, "sent")
 		case kafka.Rejected, kafka.Failed:
 			// Refused by the topic, or an error of this record's: a dead
 			// letter is tried once, not again and again (the status row
 			// stays the truth; a resend that fails again publishes anew).
 			o.Status, o.Error = store.DeadLetterFailed, describeOutcome(m.Outcome)
-			d.metrics.DeadLettered.WithLabelValues(topic, "refused").Inc()
+			d.metrics.DeadLetter(topic, unsent, "refused")
 			d.log.Warn("the dead letter of a failed event could not be published; its status row says why (dead_letter_error)",
 				zap.String("event_id", string(kafka.FormatUUID(row.EventID))), zap.String("topic", topic), zap.String("error", o.Error))
 		default: // Kafka unavailable: a spill deferred it; tried again when Kafka is back

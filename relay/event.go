@@ -91,6 +91,10 @@ type event struct {
 // the stream routed it to the queue, or the publisher deferred it in a spill.
 func (e *event) deferred() bool { return e.Outcome.Result == kafka.Deferred }
 
+// unsent reports whether e is refused without being sent: it cannot be a
+// message, or the publisher refused its topic before sending it.
+func (e *event) unsent() bool { return e.invalid != "" || e.Outcome.Unsent }
+
 // fill turns the inserted row into e's message, or sets e.invalid.
 func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 	copy(e.id[:], values[l.id])
@@ -138,6 +142,7 @@ func (l *layout) read(values [][]byte, commitTime time.Time) (ev kafka.Event, er
 			return ev, err
 		}
 	}
+	ev.CloudEvents = l.ce != nil
 	ev.Timestamp, err = l.time(values, commitTime)
 	return ev, err
 }

@@ -40,7 +40,7 @@ func TestRelay_BadRowsAreFailedAsInvalidEventAndTheRestIsDelivered(t *testing.T)
 		"00000000-0000-0000-0000-000000000002": "headers must be a JSON object of string values: an array",
 		"00000000-0000-0000-0000-000000000003": `headers: value of "retries" is a number, want a string`,
 		"00000000-0000-0000-0000-000000000005": "topic is NULL or empty",
-		"00000000-0000-0000-0000-000000000006": `headers: "outbox-event-id" is reserved for the relay`,
+		"00000000-0000-0000-0000-000000000006": `headers: "outbox-event-id" is reserved for the relay, which writes the outbox-event-* headers`,
 	}
 	rows, err := b.pool.Query(context.Background(), `
 		SELECT event_id::text, status, failure_reason, last_error, attempts FROM outbox.deliveries WHERE status = 'FAILED'`)

@@ -37,7 +37,7 @@ func TestPoller_TwoRelaysNeverClaimTheSameRowAtOnce(t *testing.T) {
 	b.exec(t, `CREATE FUNCTION note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF NEW.status = 'PROCESSING' AND OLD.status <> 'PROCESSING' THEN
-				INSERT INTO claims (event_id, instance) VALUES (NEW.event_id, NEW.locked_by);
+				INSERT INTO public.claims (event_id, instance) VALUES (NEW.event_id, NEW.locked_by); -- the relay runs it with search_path pg_catalog, pg_temp
 			END IF;
 			RETURN NEW;
 		END $$`)

@@ -29,7 +29,9 @@ type FailureReason struct {
 // test fails when a Reason constant is missing here.
 var FailureReasons = []FailureReason{
 	{ReasonInvalidEvent,
-		"The row cannot be a Kafka record: `headers` is not an object of strings, the topic is empty, the payload's type " +
+		"The row cannot be a Kafka record: `headers` is not an object of strings or uses a header name the relay " +
+			"writes itself (`outbox-event-*`, `outbox-dlt-*`, `__connect.errors.*`; with `--cloudevents` also `ce_*` and " +
+			"`content-type`), the topic is empty, the payload's type " +
 			"cannot be read, `created_at` is outside what a record's timestamp can carry (1970-01-01 to 2262-04-11 UTC), " +
 			"a tombstone has no key, a mapped table's row does not fit its mapping (a NULL routing column, a topic regex " +
 			"that does not match), the record is not a valid CloudEvent; or the broker refused the record itself " +
@@ -37,11 +39,14 @@ var FailureReasons = []FailureReason{
 			"it was never sent; `last_error` names the column and the value.",
 		"Fix the row (`UPDATE outbox.events SET ...`) or the writer, then resend; or skip it."},
 	{ReasonInvalidTopic,
-		"The topic does not exist (the cluster does not create topics) or its name is not a valid topic name. FAILED at once.",
+		"The topic does not exist (the cluster does not create topics), or its name is not one Kafka allows (checked " +
+			"before sending: never sent, 0 attempts). FAILED at once.",
 		"Create the topic (or fix the writer's topic name), then `outbox-relay resend --failed --reason INVALID_TOPIC`."},
 	{ReasonTopicNotAllowed,
-		"`--topics` does not allow the topic, or it is one of Kafka's internal topics (a name starting with `__`) that " +
-			"`--topics` does not name exactly; `last_error` names the rule. FAILED at once, never sent.",
+		"`--topics` does not allow the topic; or it is a system topic that `--topics` does not name exactly (Kafka's " +
+			"internal `__*`, the ecosystem's `_*` such as `_schemas`, Kafka Connect's `connect-configs`, `connect-offsets` " +
+			"and `connect-status`); or it is the dead-letter topic, which takes events only when `--topics` names it " +
+			"exactly. `last_error` names the rule. FAILED at once, never sent, 0 attempts.",
 		"If the topic is legitimate, add it to `--topics` and restart the relay, then resend; otherwise find the writer " +
 			"and skip the event."},
 	{ReasonUnauthorizedOnTopic,

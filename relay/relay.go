@@ -194,9 +194,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// topicName is what Kafka allows a topic's name.
-var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
-
 // Validate reports the first setting that cannot work, naming its flag.
 func (c Config) Validate() error {
 	c = c.withDefaults()
@@ -207,8 +204,8 @@ func (c Config) Validate() error {
 		return errors.New("--batch-size must be at least 1")
 	case c.CloudEvents.Validate() != nil:
 		return c.CloudEvents.Validate()
-	case c.Kafka.DeadLetterTopic != "" && !topicName.MatchString(c.Kafka.DeadLetterTopic):
-		return fmt.Errorf("--dead-letter-topic %q: a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-'", c.Kafka.DeadLetterTopic)
+	case c.Kafka.DeadLetterTopic != "" && kafka.CheckTopicName(c.Kafka.DeadLetterTopic) != nil:
+		return fmt.Errorf("--dead-letter-topic %q: %s", c.Kafka.DeadLetterTopic, kafka.TopicNameRule)
 	case c.MaxInFlight < c.BatchSize:
 		return fmt.Errorf("--max-in-flight (%d) must be at least --batch-size (%d)", c.MaxInFlight, c.BatchSize)
 	case c.MaxInFlightBytes < 1<<20:
@@ -237,6 +234,9 @@ func (c Config) Validate() error {
 	if c.SpillAfter > 0 && c.SpillAfter < time.Second {
 		return fmt.Errorf("--spill-after (%s) must be 0 (never) or at least 1s", c.SpillAfter)
 	}
+	if err := c.checkTableHeaders(); err != nil {
+		return err
+	}
 	if err := c.Poll.validate(); err != nil {
 		return err
 	}
@@ -248,6 +248,30 @@ func (c Config) Validate() error {
 	}
 	_, err := c.Kafka.Sarama()
 	return err
+}
+
+// checkTableHeaders refuses a mapped table that places a header by a name
+// the relay writes (kafka.ReservedHeader): every one of its events would
+// be FAILED INVALID_EVENT.
+func (c Config) checkTableHeaders() error {
+	ce := c.CloudEvents.Mode != cloudevents.Off
+	for _, t := range c.Tables {
+		names := []string{t.IDHeader}
+		for _, p := range t.Placements {
+			if !p.Envelope && !p.Partition {
+				names = append(names, p.Alias)
+			}
+		}
+		for _, n := range names {
+			if n == "" {
+				continue
+			}
+			if err := kafka.ReservedHeader(n, ce); err != nil {
+				return fmt.Errorf("%s: table %s places header %w", t.Origin, t.QualifiedName(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // mappedFloor is how far back, from now, the paths that walk a mapped

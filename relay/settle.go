@@ -47,7 +47,8 @@ func withMaxAttempts(p retry.Policy, maxAttempts int32) retry.Policy {
 
 // outcome is the status row e leaves after an attempt on top of prior
 // ones, under policy p; prev is the wait before this attempt. An invalid
-// event was never sent, so it counts no attempt.
+// event, or one refused before it was sent (its topic), was never sent, so
+// it counts no attempt.
 func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Duration) store.Outcome {
 	o := store.Outcome{EventID: e.id, Attempts: prior + 1, MaxAttempts: int32(p.MaxAttempts),
 		CommitLSN: e.commitLSN, TxPosition: e.txPos}
@@ -65,6 +66,9 @@ func (s *settler) outcome(e *event, prior int32, p retry.Policy, prev time.Durat
 		o.Status, o.Partition, o.Offset = store.StatusSent, res.Partition, res.Offset
 	case res.Result == kafka.Rejected:
 		o.Status, o.Reason, o.LastError = store.StatusFailed, res.Reason, res.Err.Error()
+		if res.Unsent {
+			o.Attempts = prior
+		}
 	case p.Exhausted(int(o.Attempts)):
 		o.Status, o.Reason, o.LastError = store.StatusFailed, store.ReasonRetriesExhausted, res.Err.Error()
 	default:
@@ -89,9 +93,9 @@ func logFailed(log *zap.Logger, eventID, topic, reason, lastError string, attemp
 
 // count adds e's attempt, which left o, to a metrics tally.
 func count(t *metrics.Tally, e *event, o store.Outcome) {
-	topic := e.Record.Topic
+	topic, refused := e.Record.Topic, e.unsent()
 	add := func(outcome, reason string) {
-		t.Add(topic, outcome, reason)
+		t.Add(topic, outcome, reason, refused)
 		if e.copy != nil {
 			t.AddTable(e.copy.Source, outcome)
 		}
@@ -100,7 +104,7 @@ func count(t *metrics.Tally, e *event, o store.Outcome) {
 		add(metrics.Queued, "")
 		return
 	}
-	if e.Outcome.Result != 0 {
+	if e.Outcome.Result != 0 && !refused {
 		add(metrics.Published, "")
 	}
 	switch o.Status {

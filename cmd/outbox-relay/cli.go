@@ -115,12 +115,18 @@ func connect(ctx context.Context, dbURL string) (*store.Store, func(), error) {
 	return st, closeDB, nil
 }
 
-// dial connects to dbURL.
+// dial connects to dbURL through pgdial, as the relay does (keepalives,
+// search_path).
 func dial(ctx context.Context, dbURL string) (*pgx.Conn, error) {
 	if err := checkDatabaseURL("--database-url", dbURL); err != nil {
 		return nil, err
 	}
-	conn, err := pgx.Connect(ctx, dbURL)
+	cc, err := pgx.ParseConfig(dbURL)
+	if err != nil { // checked above; pgx's words would quote the URL
+		return nil, errors.New("connecting to postgres: --database-url does not parse")
+	}
+	pgdial.Apply(&cc.Config, pgdial.TimeoutDefault)
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to postgres: %w", pgdial.Explain(err))
 	}

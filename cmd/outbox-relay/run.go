@@ -35,8 +35,9 @@ const zeroDefault = "; 0: the default"
 func kafkaFlags(fs *flagenv.Set, k *relay.KafkaConfig) {
 	fs.List(&k.Brokers, "kafka-brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
 	fs.List(&k.Topics, "topics", "", "the topics the relay may publish to, comma-separated names and patterns (orders,billing.*); "+
-		"an event for another is FAILED TOPIC_NOT_ALLOWED. Empty: every topic except Kafka's internal ones (__*), which must be named")
-	fs.String(&k.DeadLetterTopic, "dead-letter-topic", "", "also publish every event that ends FAILED here, once per failure, with its key, value and headers and outbox-dlt-* headers saying why (the status row stays the truth); allowed whatever --topics says; off when empty")
+		"an event for another is FAILED TOPIC_NOT_ALLOWED. Empty: every topic except system ones (Kafka's __*, the ecosystem's _*, "+
+		"Kafka Connect's connect-configs, connect-offsets and connect-status), which must be named exactly, as must the dead-letter topic for events")
+	fs.String(&k.DeadLetterTopic, "dead-letter-topic", "", "also publish every event that ends FAILED here, once per failure, with its key, value and headers and outbox-dlt-* headers saying why (the status row stays the truth); dead letters go there whatever --topics says, events only when --topics names it; off when empty")
 	fs.String(&k.Version, "kafka-version", kafka.VersionDefault, "Kafka protocol version the cluster speaks (2.8.0 or newer)")
 	fs.String(&k.ClientID, "kafka-client-id", kafka.ClientIDDefault, "Kafka client id")
 	fs.Int(&k.MaxMessageBytes, "kafka-max-message-bytes", kafka.MaxMessageBytesDefault, "largest message the relay sends; larger events fail with MESSAGE_TOO_LARGE"+zeroDefault)
@@ -105,6 +106,8 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	fs.String(&o.debugAddr, "debug-addr", "", "serve Go pprof profiles (not the command line) on this loopback address, such as 127.0.0.1:6060; off when empty")
 	fs.Bool(&o.debugAllowRemote, "debug-addr-allow-remote", false, "let --debug-addr listen on an address other than loopback and answer any Host")
 	fs.String(&o.metricsAddr, "metrics-addr", metricsAddrDefault, "serve /metrics (Prometheus), /healthz and /readyz on this address; off when empty")
+	fs.Int(&o.metricsMaxTopics, "metrics-max-topics", metrics.MaxTopicsDefault, "topics counted under their own topic label (the first this many the relay sends to); events of others count as topic=\""+
+		metrics.TopicOther+"\", events never sent to a topic without one as topic=\""+metrics.TopicRefused+"\""+zeroDefault)
 	consoleFlags(fs, &o)
 	fs.Duration(&c.SpillAfter, "spill-after", relay.SpillAfterDefault, "once Kafka has been unavailable this long, queue events as PENDING rows instead of holding them (so PostgreSQL can recycle WAL); 0 never spills")
 	fs.String(&c.FailedKeyPolicy, "failed-key-policy", relay.FailedKeyContinue, "continue (a FAILED or retrying event lets later events of its key go out) or hold (they queue behind it until it is SENT or SKIPPED)")
@@ -135,7 +138,7 @@ const metricsAddrDefault = ":9677"
 type runOpts struct {
 	logLevel, logFormat, debugAddr, metricsAddr string
 	tablesConfig, debeziumConfig                string
-	maxProcs, gcPercent                         int
+	maxProcs, gcPercent, metricsMaxTopics       int
 	debugAllowRemote                            bool
 	// console: the operator console run serves (off without an address),
 	// through consoleDB (--database-url when empty).
@@ -208,6 +211,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		defer stop()
 	}
 	cfg.Metrics = metrics.New(version)
+	cfg.Metrics.LimitTopics(o.metricsMaxTopics)
 	r, err := relay.New(cfg)
 	if err != nil {
 		return err

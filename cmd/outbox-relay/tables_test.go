@@ -141,7 +141,8 @@ func TestMigrate_GivesAMappedTableItsOrderColumnsWithoutRewritingIt(t *testing.T
 	out, _, code := runCLI(t, env(), "migrate", "--print", "--debezium-config", file)
 	for _, want := range []string{
 		`ALTER TABLE "public"."outboxevent" ADD COLUMN IF NOT EXISTS outbox_created_at timestamptz NOT NULL DEFAULT now();`,
-		`ALTER TABLE "public"."outboxevent" ALTER COLUMN outbox_seq SET DEFAULT nextval('"public"."outboxevent_outbox_seq"'::regclass);`,
+		`SET search_path = pg_catalog, pg_temp;`, // as migrate's own connection has it
+		`ALTER TABLE "public"."outboxevent" ALTER COLUMN outbox_seq SET DEFAULT pg_catalog.nextval('"public"."outboxevent_outbox_seq"'::pg_catalog.regclass);`,
 		`CREATE INDEX CONCURRENTLY IF NOT EXISTS "outboxevent_outbox_order_idx" ON "public"."outboxevent" (outbox_created_at, outbox_seq);`,
 		`GRANT SELECT ON "public"."outboxevent" TO outbox_relay;`, // the roles, for teams that manage them
 		`ARRAY['outbox_writer', 'outbox_operator', 'outbox_relay']`, `GRANT USAGE ON SEQUENCE outbox.events_seq_seq TO outbox_writer;`,

@@ -18,7 +18,7 @@ func TestTwoPollingProcesses_NeverClaimTheSameRowAtOnce(t *testing.T) {
 		`CREATE FUNCTION note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
 		 BEGIN
 		   IF NEW.status = 'PROCESSING' AND OLD.status <> 'PROCESSING' THEN
-		     INSERT INTO claims VALUES (NEW.event_id, NEW.locked_by);
+		     INSERT INTO public.claims VALUES (NEW.event_id, NEW.locked_by); -- the relay runs it with search_path pg_catalog, pg_temp
 		   END IF;
 		   RETURN NEW;
 		 END $$`,

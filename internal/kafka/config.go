@@ -74,7 +74,8 @@ type Config struct {
 	// Topics is the allowlist of topics (--topics): names and patterns.
 	// Empty: every topic but Kafka's internal ones.
 	Topics []string
-	// DeadLetterTopic (--dead-letter-topic) is allowed whatever Topics say.
+	// DeadLetterTopic (--dead-letter-topic) takes dead letters whatever
+	// Topics say, and events only when Topics names it.
 	DeadLetterTopic string
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -14,6 +15,42 @@ const (
 	HeaderEventID   = "outbox-event-id"
 	HeaderEventType = "outbox-event-type"
 )
+
+// reservedHeaders are the header names the relay writes, as patterns (a
+// trailing * is any suffix): an event's own header by one of these names
+// would reach consumers as a second copy before the relay's, and a
+// consumer reading the first would believe the writer. cloudEventsHeaders
+// are reserved too when records are CloudEvents. Names are compared
+// without regard to case, as some consumers read them.
+var (
+	reservedHeaders    = []string{"outbox-event-*", "outbox-dlt-*", "__connect.errors.*"}
+	cloudEventsHeaders = []string{"ce_*", "content-type"}
+)
+
+// ReservedHeader returns an error when an event may not have a header
+// named name because the relay writes headers by that name (in CloudEvents
+// mode too, when cloudEvents is set); nil otherwise.
+func ReservedHeader(name string, cloudEvents bool) error {
+	for _, set := range [][]string{reservedHeaders, cloudEventsHeaders} {
+		for _, p := range set {
+			if matchHeader(p, name) {
+				return fmt.Errorf("%q is reserved for the relay, which writes the %s headers", name, p)
+			}
+		}
+		if !cloudEvents {
+			break
+		}
+	}
+	return nil
+}
+
+// matchHeader reports whether name matches pattern, without regard to case.
+func matchHeader(pattern, name string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix)
+	}
+	return strings.EqualFold(name, pattern)
+}
 
 // Event is an outbox row as Kafka needs it. The byte slices may alias the
 // row's buffers; they must stay unchanged until the message's outcome.
@@ -35,6 +72,9 @@ type Event struct {
 	// places the record by its key.
 	Partition   int32
 	Partitioned bool
+	// CloudEvents: the record becomes a CloudEvent, whose headers (ce_*,
+	// content-type) are reserved too (ReservedHeader).
+	CloudEvents bool
 }
 
 // Header is one record header; the slices may alias the row's buffers.
@@ -55,6 +95,8 @@ type Message struct {
 	prev, next *Message // in the publisher's flight list
 	// partition is the partition a mapped table placed; -1: none.
 	partition int32
+	// deadLetter: made by DeadLetter, for the dead-letter topic.
+	deadLetter bool
 }
 
 // Key is the record's key as Build set it, or nil when it has none.
@@ -82,7 +124,7 @@ func (m *Message) Build(ev Event) error {
 	if ev.Headers != nil {
 		var err error
 		// userHeaders leaves room for the relay's two.
-		if r.Headers, err = userHeaders(ev.Headers); err != nil {
+		if r.Headers, err = userHeaders(ev.Headers, ev.CloudEvents); err != nil {
 			return err
 		}
 	} else if ev.Placed == nil {
@@ -91,8 +133,8 @@ func (m *Message) Build(ev Event) error {
 	if ev.Placed != nil {
 		hs := make([]sarama.RecordHeader, len(ev.Placed), len(ev.Placed)+len(r.Headers)+2)
 		for i, h := range ev.Placed {
-			if k := string(h.Key); k == HeaderEventID || k == HeaderEventType {
-				return fmt.Errorf("header %q is reserved for the relay", k)
+			if err := ReservedHeader(string(h.Key), ev.CloudEvents); err != nil {
+				return fmt.Errorf("header %w", err)
 			}
 			hs[i] = sarama.RecordHeader{Key: h.Key, Value: h.Value}
 		}
@@ -115,7 +157,7 @@ func (m *Message) Build(ev Event) error {
 // by its key; or, when no record could be made of the event (from nil),
 // key and value as they are, with the event's id header and timestamp at.
 func (m *Message) DeadLetter(from *Message, topic string, id [16]byte, key, value []byte, at time.Time, extra []Header) {
-	*m = Message{partition: -1}
+	*m = Message{partition: -1, deadLetter: true}
 	r := &m.Record
 	r.Topic = topic
 	var own []sarama.RecordHeader
@@ -141,8 +183,9 @@ func (m *Message) DeadLetter(from *Message, topic string, id [16]byte, key, valu
 // Size is the record's size as the producer counts it against its limits.
 func (m *Message) Size() int { return m.Record.ByteSize(2) }
 
-// userHeaders parses the headers column: a JSON object of string to string.
-func userHeaders(v []byte) ([]sarama.RecordHeader, error) {
+// userHeaders parses the headers column: a JSON object of string to
+// string, of names the relay does not write.
+func userHeaders(v []byte, cloudEvents bool) ([]sarama.RecordHeader, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(v, &obj); err != nil {
 		return nil, fmt.Errorf("headers must be a JSON object of string values: %s", describeJSON(v))
@@ -156,8 +199,8 @@ func userHeaders(v []byte) ([]sarama.RecordHeader, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("headers: value of %q is %s, want a string", k, describeJSON(raw))
 		}
-		if k == HeaderEventID || k == HeaderEventType {
-			return nil, fmt.Errorf("headers: %q is reserved for the relay", k)
+		if err := ReservedHeader(k, cloudEvents); err != nil {
+			return nil, fmt.Errorf("headers: %w", err)
 		}
 		hs = append(hs, sarama.RecordHeader{Key: []byte(k), Value: []byte(s)})
 	}

@@ -35,11 +35,14 @@ const (
 // Defer.
 type Outcome struct {
 	Result    Result
-	Reason    string    // Rejected: INVALID_TOPIC, UNAUTHORIZED_ON_TOPIC, MESSAGE_TOO_LARGE
+	Reason    string    // Rejected: INVALID_TOPIC, UNAUTHORIZED_ON_TOPIC, MESSAGE_TOO_LARGE, TOPIC_NOT_ALLOWED
 	Err       error     // Rejected and Failed: the broker's or the client's words
 	Partition int32     // Sent
 	Offset    int64     // Sent
 	At        time.Time // when the outcome came back
+	// Unsent: Rejected before it was handed to the producer (its topic's
+	// name, the allowlist, the topic's metadata): it counts no attempt.
+	Unsent bool
 }
 
 // Receiver hears about each message Publish was given, once, when its
@@ -103,7 +106,7 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Publisher, error) 
 	if err != nil {
 		return nil, err
 	}
-	allow.AlwaysAllow(cfg.DeadLetterTopic)
+	allow.AllowDeadLetters(cfg.DeadLetterTopic)
 	d := &dialer{cfg: cfg.withDefaults(), sc: sc}
 	producer, err := connectWithin(ctx, d.producer)
 	switch {
@@ -203,8 +206,8 @@ func (p *Publisher) Publish(ctx context.Context, msgs []*Message, to Receiver) e
 	for _, m := range msgs {
 		m.to = to
 		m.Record.Metadata = m
-		if reason, err := p.topics.check(m.Record.Topic); err != nil {
-			m.Outcome = Outcome{Result: Rejected, Reason: reason, Err: err}
+		if reason, err := p.topics.check(m); err != nil {
+			m.Outcome = Outcome{Result: Rejected, Reason: reason, Err: err, Unsent: true}
 			to.Done(m)
 			continue
 		}
@@ -229,16 +232,12 @@ func (p *Publisher) Publish(ctx context.Context, msgs []*Message, to Receiver) e
 	return nil
 }
 
-// RefreshTopics looks each topic of msgs up afresh, whatever is remembered
-// about it: a resend after the topic was created or the ACL granted must not
-// meet an old failure.
+// RefreshTopics forgets what is remembered about each topic of msgs, so
+// that Publish looks it up afresh: a resend after the topic was created or
+// the ACL granted must not meet an old failure.
 func (p *Publisher) RefreshTopics(msgs []*Message) {
-	seen := map[string]bool{}
 	for _, m := range msgs {
-		if t := m.Record.Topic; !seen[t] {
-			seen[t] = true
-			p.topics.refresh(t) //nolint:errcheck // remembered for the next check; Publish reports it
-		}
+		p.topics.forget(m.Record.Topic)
 	}
 }
 

@@ -10,12 +10,17 @@ import (
 // it is looked up again.
 const badTopicTTL = 5 * time.Second
 
-// topicChecker fails events for missing, invalid or forbidden topics before
-// they reach the producer. Otherwise a burst of them would trip sarama's own
-// per-topic breaker, whose "circuit breaker is open" cannot be told apart
-// from a cluster outage, and would pause every other event.
+// maxBadTopics bounds the topics remembered missing or forbidden: a writer
+// can name any number of them.
+const maxBadTopics = 1_000
+
+// topicChecker fails events for invalid, refused, missing or forbidden
+// topics before they reach the producer. Otherwise a burst of them would
+// trip sarama's own per-topic breaker, whose "circuit breaker is open"
+// cannot be told apart from a cluster outage, and would pause every other
+// event.
 type topicChecker struct {
-	allow  *Allowlist // nil: every topic but internal ones
+	allow  *Allowlist // nil: every topic but system ones
 	lookup func(string) ([]int32, error)
 	mu     sync.Mutex
 	bad    map[string]badTopic
@@ -27,11 +32,21 @@ type badTopic struct {
 	until  time.Time
 }
 
-// check returns the failure reason and the broker's error for a topic no
-// event can be delivered to, or a nil error. Unavailability is not decided
-// here: the send finds it.
-func (c *topicChecker) check(topic string) (string, error) {
-	if err := c.allow.Check(topic); err != nil {
+// check returns the failure reason and the error for a message no record
+// can be delivered for, or a nil error: a topic name Kafka does not allow,
+// a topic the allowlist refuses (the dead-letter topic takes dead letters
+// only), or one the cluster's metadata says is missing or forbidden.
+// Unavailability is not decided here: the send finds it.
+func (c *topicChecker) check(m *Message) (string, error) {
+	topic := m.Record.Topic
+	if err := CheckTopicName(topic); err != nil {
+		return ReasonInvalidTopic, err
+	}
+	allow := c.allow.Check
+	if m.deadLetter {
+		allow = c.allow.CheckDeadLetter
+	}
+	if err := allow(topic); err != nil {
 		return ReasonTopicNotAllowed, err
 	}
 	c.mu.Lock()
@@ -43,14 +58,19 @@ func (c *topicChecker) check(topic string) (string, error) {
 	return c.refresh(topic)
 }
 
-// refresh looks the topic up again, whatever is remembered: an operator's
-// resend after fixing the cause must not meet the old answer.
+// forget drops what is remembered of topic: an operator's resend after
+// fixing the cause must not meet the old answer.
+func (c *topicChecker) forget(topic string) {
+	c.mu.Lock()
+	delete(c.bad, topic)
+	c.mu.Unlock()
+}
+
+// refresh looks the topic up again, whatever is remembered.
 func (c *topicChecker) refresh(topic string) (string, error) {
 	_, err := c.lookup(topic)
 	if err == nil {
-		c.mu.Lock()
-		delete(c.bad, topic)
-		c.mu.Unlock()
+		c.forget(topic)
 		return "", nil
 	}
 	class, reason := classify(err)
@@ -58,8 +78,18 @@ func (c *topicChecker) refresh(topic string) (string, error) {
 		return "", nil
 	}
 	err = fmt.Errorf("topic %q: %w", topic, err)
+	now := time.Now()
 	c.mu.Lock()
-	c.bad[topic] = badTopic{reason: reason, err: err, until: time.Now().Add(badTopicTTL)}
+	if len(c.bad) >= maxBadTopics {
+		for t, b := range c.bad {
+			if !now.Before(b.until) {
+				delete(c.bad, t)
+			}
+		}
+	}
+	if len(c.bad) < maxBadTopics {
+		c.bad[topic] = badTopic{reason: reason, err: err, until: now.Add(badTopicTTL)}
+	}
 	c.mu.Unlock()
 	return reason, err
 }

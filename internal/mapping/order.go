@@ -54,14 +54,14 @@ func (t *Table) OrderSQL() []string {
 		fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s timestamptz NOT NULL DEFAULT now();", tbl, OrderCreatedAt),
 		fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s bigint;", tbl, OrderSeq),
 		fmt.Sprintf("CREATE SEQUENCE IF NOT EXISTS %s OWNED BY %s.%s;", seq, tbl, OrderSeq),
-		fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT nextval(%s::regclass);", tbl, OrderSeq, lit(seq)),
+		fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT pg_catalog.nextval(%s::pg_catalog.regclass);", tbl, OrderSeq, lit(seq)),
 		fmt.Sprintf(`DO $$
 DECLARE r text;
 BEGIN
-    FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
-             FROM pg_class c, aclexplode(c.relacl) a
-             WHERE c.oid = %s::regclass AND a.privilege_type = 'INSERT' LOOP
-        EXECUTE format('GRANT USAGE ON SEQUENCE %%s TO %%s', %s, r);
+    FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::text END
+             FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+             WHERE c.oid = %s::pg_catalog.regclass AND a.privilege_type = 'INSERT' LOOP
+        EXECUTE pg_catalog.format('GRANT USAGE ON SEQUENCE %%s TO %%s', %s::text, r);
     END LOOP;
 END $$;`, lit(tbl), lit(seq)),
 		fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s, %s);", t.OrderIndex(), tbl, OrderCreatedAt, OrderSeq),

@@ -23,6 +23,22 @@ const (
 
 var roles = []string{RoleStarting, RoleStreaming, RoleStandby, RolePolling}
 
+// Topic label values that stand for many topics: whoever writes
+// outbox.events chooses the topics, and each label value is a series kept
+// for the life of the process. No topic has these names (Kafka allows no
+// parentheses in one).
+const (
+	// TopicRefused counts events never sent to a topic that has no value of
+	// its own: invalid events and those refused before sending (a name
+	// Kafka does not allow, --topics, a topic Kafka does not have).
+	TopicRefused = "(refused)"
+	// TopicOther counts events of topics beyond the cap (LimitTopics).
+	TopicOther = "(other)"
+)
+
+// MaxTopicsDefault is how many topics get a label value of their own.
+const MaxTopicsDefault = 1000
+
 // Metrics are the relay's collectors, registered on their own registry.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -69,18 +85,22 @@ type Metrics struct {
 	progress atomic.Pointer[func() Progress] // read by the progress gauges at each scrape
 
 	mu     sync.Mutex
-	topics map[string]*topicCounters
+	topics map[string]*topicCounters // by label value
+	// named is how many topics have a label value of their own, at most
+	// maxTopics.
+	named, maxTopics int
 }
 
 // topicCounters are one topic's outcome counters, looked up once.
 type topicCounters struct {
+	label                    string // the topic, TopicRefused or TopicOther
 	published, sent, retried prometheus.Counter
 	failed                   map[string]prometheus.Counter // reason
 }
 
 // New makes the metrics of a relay of the given version.
 func New(version string) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*topicCounters{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*topicCounters{}, maxTopics: MaxTopicsDefault}
 	f := factory{reg: m.reg, docs: &m.catalog}
 	m.published = f.counterVec("events_published_total", "Events handed to Kafka.", "topic")
 	m.sent = f.counterVec("events_sent_total", "Events acknowledged by Kafka and recorded SENT.", "topic")
@@ -102,7 +122,8 @@ func New(version string) *Metrics {
 	m.breakerTransitions = f.counterVec("kafka_breaker_transitions_total", "Circuit breaker transitions, by the state entered.", "to")
 	m.Claimed = f.counter("poller_claimed_total", "Rows the poller claimed for delivery.")
 	m.DeadLettered = f.counterVec("events_dead_lettered_total", "FAILED events published on the dead-letter topic "+
-		"(--dead-letter-topic), by their original topic; outcome sent, or refused (the topic refused it: the row's dead_letter_error says why).",
+		"(--dead-letter-topic), by their original topic; outcome sent, or refused (the topic refused it: the row's dead_letter_error says why). "+
+		"Topics never sent to count as "+TopicRefused+", those past --metrics-max-topics as "+TopicOther+".",
 		"topic", "outcome")
 	m.Rescued = f.counter("poller_rescued_total", "Rows stuck in PROCESSING that the poller took back.")
 	m.GapSwept = f.counter("gap_swept_total", "Events without a status row that the gap sweep gave a row (PENDING, or in poll mode, where it delivers them, their outcome).")
@@ -179,14 +200,60 @@ func (m *Metrics) Observe(statement string, start time.Time) {
 	m.Statement.WithLabelValues(statement).Observe(time.Since(start).Seconds())
 }
 
-func (m *Metrics) topic(name string) *topicCounters {
+// LimitTopics sets how many topics get a label value of their own
+// (--metrics-max-topics); 0 or less: MaxTopicsDefault. Set it before
+// counting.
+func (m *Metrics) LimitTopics(n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := m.topics[name]
+	m.maxTopics = MaxTopicsDefault
+	if n > 0 {
+		m.maxTopics = n
+	}
+}
+
+// DeadLetter counts a dead letter of an event for topic with outcome (sent
+// or refused); refused: the event was never sent to its topic.
+func (m *Metrics) DeadLetter(topic string, refused bool, outcome string) {
+	m.mu.Lock()
+	label := m.label(topic, refused)
+	m.mu.Unlock()
+	m.DeadLettered.WithLabelValues(label, outcome).Inc()
+}
+
+// topic is the counters of topic's label value.
+func (m *Metrics) topic(name string, refused bool) *topicCounters {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counters(m.label(name, refused))
+}
+
+// label is the label value of topic: its own name once it has one; else
+// TopicRefused for an event never sent to it (refused), its own name while
+// fewer than maxTopics topics have one, TopicOther past that. Called with
+// m.mu held.
+func (m *Metrics) label(topic string, refused bool) string {
+	switch _, ok := m.topics[topic]; {
+	case ok:
+		return topic
+	case refused:
+		return TopicRefused
+	case m.named >= m.maxTopics:
+		return TopicOther
+	}
+	m.named++
+	m.counters(topic)
+	return topic
+}
+
+// counters is the counters of a label value, made at its first use.
+// Called with m.mu held.
+func (m *Metrics) counters(label string) *topicCounters {
+	c := m.topics[label]
 	if c == nil {
-		c = &topicCounters{published: m.published.WithLabelValues(name), sent: m.sent.WithLabelValues(name),
-			retried: m.retried.WithLabelValues(name), failed: map[string]prometheus.Counter{}}
-		m.topics[name] = c
+		c = &topicCounters{label: label, published: m.published.WithLabelValues(label), sent: m.sent.WithLabelValues(label),
+			retried: m.retried.WithLabelValues(label), failed: map[string]prometheus.Counter{}}
+		m.topics[label] = c
 	}
 	return c
 }

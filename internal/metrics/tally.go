@@ -20,13 +20,20 @@ type Tally struct {
 	tables map[[2]string]float64 // mapped tables: table, outcome
 }
 
-type tallyKey struct{ topic, outcome, reason string }
+type tallyKey struct {
+	topic, outcome, reason string
+	refused                bool // never sent to its topic
+}
 
 // NewTally makes an empty tally.
 func (m *Metrics) NewTally() *Tally { return &Tally{m: m, counts: map[tallyKey]float64{}} }
 
-// Add counts one event of topic with outcome (and reason, for Failed).
-func (t *Tally) Add(topic, outcome, reason string) { t.counts[tallyKey{topic, outcome, reason}]++ }
+// Add counts one event of topic with outcome (and reason, for Failed);
+// refused says the event was never sent to its topic (invalid, or refused
+// before sending), which gives the topic no label value of its own.
+func (t *Tally) Add(topic, outcome, reason string, refused bool) {
+	t.counts[tallyKey{topic, outcome, reason, refused}]++
+}
 
 // AddTable counts one event of a mapped table with outcome.
 func (t *Tally) AddTable(table, outcome string) {
@@ -42,8 +49,21 @@ func (t *Tally) Flush() {
 		t.m.mapped.WithLabelValues(k[0], k[1]).Add(n)
 		delete(t.tables, k)
 	}
+	// Topics sent to first: a refused event of one counts under its name.
+	// Queued events are counted without their topic, which no check has
+	// seen: it gets no label value.
+	for k := range t.counts {
+		if !k.refused && k.outcome != Queued {
+			t.m.topic(k.topic, false)
+		}
+	}
 	for k, n := range t.counts {
-		c := t.m.topic(k.topic)
+		delete(t.counts, k)
+		if k.outcome == Queued {
+			t.m.Queued.Add(n)
+			continue
+		}
+		c := t.m.topic(k.topic, k.refused)
 		switch k.outcome {
 		case Published:
 			c.published.Add(n)
@@ -51,18 +71,15 @@ func (t *Tally) Flush() {
 			c.sent.Add(n)
 		case Retried:
 			c.retried.Add(n)
-		case Queued:
-			t.m.Queued.Add(n)
 		case Failed:
 			t.m.mu.Lock()
 			f := c.failed[k.reason]
 			if f == nil {
-				f = t.m.failed.WithLabelValues(k.topic, k.reason)
+				f = t.m.failed.WithLabelValues(c.label, k.reason)
 				c.failed[k.reason] = f
 			}
 			t.m.mu.Unlock()
 			f.Add(n)
 		}
-		delete(t.counts, k)
 	}
 }

@@ -1,6 +1,12 @@
 package metrics
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
 
 // BenchmarkTallyGroupOf1000: what counting costs the write stage per status
 // group of 1,000 sent events (two tally updates each).
@@ -10,9 +16,92 @@ func BenchmarkTallyGroupOf1000(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for range 1000 {
-			t.Add("orders", Published, "")
-			t.Add("orders", Sent, "")
+			t.Add("orders", Published, "", false)
+			t.Add("orders", Sent, "", false)
 		}
 		t.Flush()
+	}
+}
+
+// Topic labels come from event data, so they are bounded: a topic gets a
+// label value of its own once an event was sent to it, up to the cap;
+// events never sent to a topic without one count as (refused), those of
+// topics past the cap as (other).
+func TestTally_TopicLabelsAreBoundedWhateverTheTopicsWritten(t *testing.T) {
+	m := New("test")
+	m.LimitTopics(2)
+	tl := m.NewTally()
+	for _, topic := range []string{"orders", "billing", "audit", "ledger"} {
+		tl.Add(topic, Published, "", false)
+		tl.Add(topic, Sent, "", false)
+		tl.Flush()
+	}
+	for i := range 5000 {
+		tl.Add(fmt.Sprintf("refused-%d", i), Failed, "TOPIC_NOT_ALLOWED", true)
+	}
+	tl.Add("orders", Failed, "INVALID_EVENT", true) // a topic with a label keeps it
+	tl.Add("refused-1", Published, "", false)       // past the cap
+	tl.Add("queued-1", Queued, "", false)           // counted without a topic
+	tl.Flush()
+	m.DeadLetter("refused-2", true, "sent")
+	m.DeadLetter("billing", false, "sent")
+	m.DeadLetter("audit", false, "refused")
+
+	want := map[string]float64{
+		`sent{topic="orders"}`:                                 1,
+		`sent{topic="billing"}`:                                1,
+		`sent{topic="(other)"}`:                                2,
+		`published{topic="(other)"}`:                           3,
+		`failed{reason="TOPIC_NOT_ALLOWED",topic="(refused)"}`: 5000,
+		`failed{reason="INVALID_EVENT",topic="orders"}`:        1,
+		`dead_lettered{outcome="sent",topic="(refused)"}`:      1,
+		`dead_lettered{outcome="sent",topic="billing"}`:        1,
+		`dead_lettered{outcome="refused",topic="(other)"}`:     1,
+	}
+	got := map[string]float64{
+		`sent{topic="orders"}`:                                 testutil.ToFloat64(m.sent.WithLabelValues("orders")),
+		`sent{topic="billing"}`:                                testutil.ToFloat64(m.sent.WithLabelValues("billing")),
+		`sent{topic="(other)"}`:                                testutil.ToFloat64(m.sent.WithLabelValues(TopicOther)),
+		`published{topic="(other)"}`:                           testutil.ToFloat64(m.published.WithLabelValues(TopicOther)),
+		`failed{reason="TOPIC_NOT_ALLOWED",topic="(refused)"}`: testutil.ToFloat64(m.failed.WithLabelValues(TopicRefused, "TOPIC_NOT_ALLOWED")),
+		`failed{reason="INVALID_EVENT",topic="orders"}`:        testutil.ToFloat64(m.failed.WithLabelValues("orders", "INVALID_EVENT")),
+		`dead_lettered{outcome="sent",topic="(refused)"}`:      testutil.ToFloat64(m.DeadLettered.WithLabelValues(TopicRefused, "sent")),
+		`dead_lettered{outcome="sent",topic="billing"}`:        testutil.ToFloat64(m.DeadLettered.WithLabelValues("billing", "sent")),
+		`dead_lettered{outcome="refused",topic="(other)"}`:     testutil.ToFloat64(m.DeadLettered.WithLabelValues(TopicOther, "refused")),
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %v, want %v", k, got[k], w)
+		}
+	}
+	// orders, billing, (other), (refused): four label values per counter.
+	for name, c := range map[string]prometheus.Collector{"published": m.published, "sent": m.sent, "retried": m.retried} {
+		if n := testutil.CollectAndCount(c); n != 4 {
+			t.Errorf("%s has %d series, want 4", name, n)
+		}
+	}
+	if n := testutil.ToFloat64(m.Queued); n != 1 {
+		t.Errorf("queued = %v, want 1", n)
+	}
+	if n := testutil.CollectAndCount(m.failed); n != 2 {
+		t.Errorf("failed has %d series, want 2", n)
+	}
+}
+
+// An event queued without being published (a spill, or behind its key) is
+// counted without its topic, which no check has seen: it takes no label
+// value from the cap.
+func TestTally_AQueuedEventsTopicTakesNoLabelValue(t *testing.T) {
+	m := New("test")
+	tl := m.NewTally()
+	for i := range 100 {
+		tl.Add(fmt.Sprintf("unchecked-%d", i), Queued, "", false)
+	}
+	tl.Flush()
+	if n := testutil.ToFloat64(m.Queued); n != 100 {
+		t.Errorf("queued = %v, want 100", n)
+	}
+	if n := testutil.CollectAndCount(m.published); n != 0 {
+		t.Errorf("%d topic series after queued events only, want none", n)
 	}
 }

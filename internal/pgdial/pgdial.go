@@ -3,7 +3,8 @@
 // no FIN: a dropped NAT or firewall state, a hung host) fails a read or a
 // write in bounded time instead of after the kernel's 15-minute retry limit.
 // It also caps the segment size both ends use (MaxSegment), which keeps
-// a loopback connection from stalling.
+// a loopback connection from stalling, and gives every connection a
+// search_path no other role can write to (SearchPath).
 package pgdial
 
 import (
@@ -80,10 +81,24 @@ func Dialer(timeout time.Duration) pgconn.DialFunc {
 	return d.DialContext
 }
 
+// SearchPath is the search_path of every connection the relay opens: the
+// built-ins, then this session's temporary objects, and no schema another
+// role can create objects in. A function or operator of a built-in's name
+// in a schema on the path (public, writable by every role on PostgreSQL 14
+// and on later clusters that kept that) would otherwise run in place of
+// the built-in wherever its argument types fit better, with the rights of
+// whoever runs the statement: migrate's owner, the relay, an operator
+// (CVE-2018-1058). pg_temp is listed last: left out, it is searched
+// first. Every object of the outbox is named with its schema.
+const SearchPath = "pg_catalog, pg_temp"
+
 // Apply sets cfg's dial function (used for its fallback hosts too) to
-// Dialer(timeout).
+// Dialer(timeout), and its search_path to SearchPath, whatever the URL
+// says: a startup parameter, it outranks the URL's options and what ALTER
+// ROLE or ALTER DATABASE set.
 func Apply(cfg *pgconn.Config, timeout time.Duration) {
 	cfg.DialFunc = Dialer(timeout)
+	cfg.RuntimeParams["search_path"] = SearchPath
 }
 
 // ErrBadURL marks a database URL that cannot be used as it is written.

@@ -100,6 +100,27 @@ func relayRole(ctx context.Context, db *pgx.Conn) error {
 	if err := migrations.Roles(ctx, db); err != nil {
 		return err
 	}
+	return loginRoles(ctx, db)
+}
+
+// LoginRoles gives dbURL's cluster RelayRole and OperatorRole, unless it
+// has them, for a test that migrated dbURL's database itself (with the
+// binary's migrate, which creates the outbox roles they are members of).
+func LoginRoles(t testing.TB, dbURL string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := loginRoles(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loginRoles creates RelayRole and OperatorRole unless they exist.
+func loginRoles(ctx context.Context, db *pgx.Conn) error {
 	for role, attrs := range map[string]string{RelayRole: "LOGIN REPLICATION IN ROLE outbox_relay",
 		OperatorRole: "LOGIN IN ROLE outbox_operator"} {
 		_, err := db.Exec(ctx, `DO $$ BEGIN

@@ -247,7 +247,7 @@ func (s *Store) SweepLocked(ctx context.Context, fn func(tx *Store) error) (bool
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit: nothing to undo
 	var locked bool
-	if err := db.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, sweepLock).Scan(&locked); err != nil {
+	if err := db.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended($1::text, 0::bigint))`, sweepLock).Scan(&locked); err != nil {
 		return false, fmt.Errorf("gap sweep: taking the sweep lock: %w", err)
 	}
 	if !locked {

@@ -36,7 +36,7 @@ func (s *Store) RetentionStep(ctx context.Context, mapped bool, from, cutoff tim
 // (a dedicated connection), reporting whether it got it.
 func TryRetentionLock(ctx context.Context, db DB) (bool, error) {
 	var ok bool
-	if err := db.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, retentionLock).Scan(&ok); err != nil {
+	if err := db.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended($1::text, 0::bigint))`, retentionLock).Scan(&ok); err != nil {
 		return false, fmt.Errorf("taking the retention lock: %w", err)
 	}
 	return ok, nil

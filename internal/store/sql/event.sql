@@ -5,7 +5,7 @@ SELECT d.event_id::text, d.status, d.attempts, coalesce(d.max_attempts, 0), coal
        coalesce(d.last_error, ''), d.created_at, d.updated_at, d.next_attempt_at, d.sent_at,
        d.kafka_partition, d.kafka_offset, coalesce(d.locked_by, ''), coalesce(d.source, 'outbox.events'),
        coalesce(e.topic, m.topic, d.topic, ''), coalesce(e.key, m.key, d.key, ''), coalesce(e.event_type, m.event_type, ''),
-       coalesce(e.headers::text, m.headers::text, ''), e.created_at, coalesce(convert_to(e.payload::text, 'UTF8'), m.value),
+       coalesce(e.headers::text, m.headers::text, ''), e.created_at, coalesce(pg_catalog.convert_to(e.payload::text, 'UTF8'::name), m.value),
        e.id IS NOT NULL OR m.id IS NOT NULL,
        coalesce(d.dead_letter_status, ''), d.dead_lettered_at, coalesce(d.dead_letter_error, '')
 FROM outbox.deliveries d

@@ -15,8 +15,8 @@ UPDATE outbox.deliveries d
 SET attempts = d.attempts + 1,
     status = CASE WHEN d.attempts + 1 >= coalesce(d.max_attempts, $3) THEN 'FAILED' ELSE 'PENDING' END,
     failure_reason = CASE WHEN d.attempts + 1 >= coalesce(d.max_attempts, $3) THEN 'RETRIES_EXHAUSTED' END,
-    last_error = format('stuck in PROCESSING since %s (claimed by %s): the relay holding it stopped without finishing',
-                        d.locked_at, d.locked_by),
+    last_error = pg_catalog.format('stuck in PROCESSING since %s (claimed by %s): the relay holding it stopped without finishing',
+                                   d.locked_at, d.locked_by),
     next_attempt_at = coalesce($4::timestamptz, now()), locked_by = NULL, locked_at = NULL,
     updated_at = coalesce($4::timestamptz, now())
 FROM stuck

@@ -6,6 +6,6 @@
 SELECT slot_name, coalesce(plugin, ''), active, coalesce(active_pid, 0), coalesce(wal_status, ''),
        coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,
                                 confirmed_flush_lsn)::bigint, 0),
-       (to_jsonb(s) ->> 'failover')::boolean, (to_jsonb(s) ->> 'synced')::boolean
+       (pg_catalog.to_jsonb(s) ->> 'failover')::boolean, (pg_catalog.to_jsonb(s) ->> 'synced')::boolean
 FROM pg_replication_slots s WHERE database = current_database()
 ORDER BY slot_name

@@ -18,8 +18,8 @@
 -- walk past its events for good.
 SELECT coalesce($1::timestamptz, now()), now(),
        (SELECT min(prepared) FROM pg_prepared_xacts),
-       coalesce(array_agg(l.virtualxid ORDER BY l.virtualxid), '{}'),
-       coalesce(array_agg(a.xact_start ORDER BY l.virtualxid), '{}')
+       coalesce(pg_catalog.array_agg(l.virtualxid ORDER BY l.virtualxid), '{}'),
+       coalesce(pg_catalog.array_agg(a.xact_start ORDER BY l.virtualxid), '{}')
 FROM pg_locks l
 JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'virtualxid' AND l.granted AND a.pid <> pg_backend_pid()
