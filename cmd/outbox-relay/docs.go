@@ -146,6 +146,34 @@ func commandDoc(ctx context.Context, name string) (flagenv.Command, error) {
 	return c.set.Doc(), nil
 }
 
+// seeAlso is where the documentation explains a flag of run beyond its
+// help: a link the configuration reference adds to its row (the link test
+// checks it resolves).
+var seeAlso = map[string]string{
+	"tables-config":       "[Your own table](own-table.md#your-own-table)",
+	"debezium-config":     "[Coming from Debezium](own-table.md#coming-from-debezium)",
+	"topics":              "[Notes](#notes-on-some-of-runs-flags)",
+	"database-url":        "[Notes](#notes-on-some-of-runs-flags)",
+	"kafka-partitioner":   "[Partitioning](emitting-events.md#partitioning)",
+	"kafka-tls":           "[TLS](running.md#tls)",
+	"console-addr":        "[The console](operating.md#the-console)",
+	"cloudevents":         "[CloudEvents](cloudevents.md#cloudevents-and-trace-context)",
+	"dead-letter-topic":   "[The dead-letter topic](cloudevents.md#the-dead-letter-topic)",
+	"metrics-addr":        "[Metrics, health, readiness](operating.md#metrics-health-readiness)",
+	"metrics-max-topics":  "[Metrics, health, readiness](operating.md#metrics-health-readiness)",
+	"debug-addr":          "[Metrics, health, readiness](operating.md#metrics-health-readiness)",
+	"spill-after":         "[The spill](delivery.md#long-outages-the-spill)",
+	"failed-key-policy":   "[Per-key order and holds](delivery.md#per-key-order-and-holds)",
+	"retry-policy":        "[Retry policy](delivery.md#retry-policy)",
+	"mode":                "[The poller](delivery.md#the-poller)",
+	"gap-grace":           "[The poller](delivery.md#the-poller)",
+	"stuck-threshold":     "[The poller](delivery.md#the-poller)",
+	"retention":           "[Retention](operating.md#retention)",
+	"slot-failover":       "[Failing over](running.md#starting-failing-over-recovering)",
+	"on-invalid-slot":     "[Recovering](running.md#starting-failing-over-recovering)",
+	"replication-timeout": "[The relay never stops silently](operating.md#metrics-health-readiness)",
+}
+
 // configurationReference is every documented command's flags: a section
 // each, a table of flag, variable, default and meaning.
 func configurationReference(ctx context.Context) (string, error) {
@@ -186,7 +214,11 @@ func configurationReference(ctx context.Context) (string, error) {
 			if f.Env != "" {
 				env = "`" + f.Env + "`"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", flagCell, env, def, mddoc.Cell(f.Usage))
+			usage := mddoc.Cell(f.Usage)
+			if link := seeAlso[f.Name]; link != "" && name == "run" {
+				usage += " (" + link + ")"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", flagCell, env, def, usage)
 		}
 	}
 	return b.String(), nil

@@ -7,10 +7,12 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
@@ -56,6 +58,15 @@ func TestDocs_TheConfigurationReferenceListsEveryCommandsFlags(t *testing.T) {
 			if !strings.Contains(ref, "| `--"+f.Name+"`") || (f.Env != "" && !strings.Contains(ref, "`"+f.Env+"`")) {
 				t.Errorf("outbox-relay %s --%s (%s) is not in the reference", name, f.Name, f.Env)
 			}
+		}
+	}
+	run, err := commandDoc(context.Background(), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag := range seeAlso {
+		if !slices.ContainsFunc(run.Flags, func(f flagenv.Flag) bool { return f.Name == flag }) {
+			t.Errorf("seeAlso links --%s, which run does not have", flag)
 		}
 	}
 	// A flag's variable, as run reads it.
