@@ -102,7 +102,7 @@ type topicCounters struct {
 func New(version string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*topicCounters{}, maxTopics: MaxTopicsDefault}
 	f := factory{reg: m.reg, docs: &m.catalog}
-	m.published = f.counterVec("events_published_total", "Events handed to Kafka.", "topic")
+	m.published = f.counterVec("events_published_total", "Events handed to Kafka, once per attempt.", "topic")
 	m.sent = f.counterVec("events_sent_total", "Events acknowledged by Kafka and recorded SENT.", "topic")
 	m.retried = f.counterVec("events_retried_total", "Failed delivery attempts left PENDING for a retry with backoff.", "topic")
 	m.failed = f.counterVec("events_failed_total", "Events recorded FAILED, by failure_reason.", "topic", "reason")
@@ -112,7 +112,7 @@ func New(version string) *Metrics {
 		prometheus.ExponentialBuckets(0.0005, 2, 18))
 	m.AckToDurable = f.histogram("ack_to_durable_seconds", "From the earliest Kafka acknowledgement of a group of events to their status rows being durable.",
 		prometheus.ExponentialBuckets(0.001, 2, 16))
-	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements.",
+	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements: insert_outcomes, record_outcomes, barrier.",
 		prometheus.ExponentialBuckets(0.0005, 2, 16), "statement")
 	m.SlotLag = f.gauge("slot_lag_bytes", "WAL the slot has not confirmed: the server's WAL end minus confirmed_flush_lsn.")
 	m.ConfirmedLSN = f.gauge("slot_confirmed_lsn", "The LSN this relay last confirmed on the slot, as a number.")
@@ -133,9 +133,9 @@ func New(version string) *Metrics {
 		"during a spill, or behind an earlier event of their key.")
 	m.Spilling = f.gauge("spilling", "1 while the stream queues every event (a spill: Kafka down for --spill-after, or too many queued keys).")
 	m.QueuedKeys = f.gauge("queued_keys", "Keys whose new events the stream queues behind earlier ones.")
-	m.Pending = f.gauge("pending_events", "PENDING rows (read at most every 10s).")
+	m.Pending = f.gauge("pending_events", "PENDING rows (read at most every 10s, from their index).")
 	m.OldestPendingAge = f.gauge("oldest_pending_age_seconds", "How long the most overdue PENDING row has been due (read at most every 10s).")
-	m.Failed = f.gauge("failed_events", "FAILED rows (read at most every 10s).")
+	m.Failed = f.gauge("failed_events", "FAILED rows (read at most every 10s, from their index).")
 	f.gaugeFunc("replication_silence_seconds",
 		"Seconds since the last message from PostgreSQL on the replication connection (0 while not streaming). "+
 			"The relay asks for a reply after a quarter of --replication-timeout and reconnects at all of it.",
