@@ -334,6 +334,9 @@ func New(cfg Config) (*Relay, error) {
 	r.startDown = outage.New(cfg.Logger, "postgres")
 	r.setRole(metrics.RoleStarting)
 	cfg.Metrics.WatchProgress(r.Progress)
+	if cfg.Kafka.DeadLetterTopic != "" {
+		cfg.Metrics.CountDeadLetters()
+	}
 	return r, nil
 }
 

@@ -18,7 +18,12 @@ type Prober interface {
 // {"status":"ok"}, or 503 with {"status":"unavailable","reason":"..."}.
 func (m *Metrics) Handler(p Prober) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		scrape := m.beginScrape()
+		metrics.ServeHTTP(w, r)
+		m.endScrape(scrape)
+	})
 	mux.HandleFunc("/healthz", probe(p.Healthy))
 	mux.HandleFunc("/readyz", probe(p.Ready))
 	return mux

@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,9 +45,7 @@ type Metrics struct {
 	breaker            *prometheus.GaugeVec   // state
 	breakerTransitions *prometheus.CounterVec // to
 
-	// DeadLettered counts failures published on the dead-letter topic, by
-	// original topic and outcome (sent, or refused by the topic).
-	DeadLettered *prometheus.CounterVec // topic, outcome
+	deadLettered *prometheus.CounterVec // topic, outcome
 
 	Claimed          prometheus.Counter
 	Rescued          prometheus.Counter
@@ -65,19 +64,53 @@ type Metrics struct {
 
 	progress atomic.Pointer[func() Progress] // read by the progress gauges at each scrape
 
-	mu     sync.Mutex
-	topics map[string]*topicCounters
+	mu          sync.Mutex
+	topics      map[string]*labelCounters // topic
+	tables      map[string]*labelCounters // mapped table
+	parked      map[parkedKey]float64     // counts of labels no scrape has shown yet
+	scrapes     uint64                    // scrapes begun
+	shown       uint64                    // the latest scrape served: labels made before it began were shown at 0
+	deadLetters bool                      // dead-letter counters are made with each topic's
 }
 
-// topicCounters are one topic's outcome counters, looked up once.
-type topicCounters struct {
-	published, sent, retried prometheus.Counter
-	failed                   map[string]prometheus.Counter // reason
+// labelCounters are the counters of one topic or mapped table, made at 0
+// together the first time it is seen. Counts wait (parked) until a scrape
+// has shown them at 0: Prometheus's rate() and increase() do not count a
+// series' first sample, so a new topic's first events would never show.
+type labelCounters struct {
+	born     uint64                        // scrapes begun when they were made
+	counters map[string]prometheus.Counter // outcome, or outcome/reason
 }
+
+type parkedKey struct {
+	table bool // a mapped table, not a topic
+	label string
+	name  string // the counter's key in labelCounters.counters
+}
+
+// Failure reasons (outbox.deliveries.failure_reason) whose counters each
+// topic has from the moment it is first seen (internal/kafka's and
+// internal/store's; a test checks they are all here).
+var FailureReasons = []string{"INVALID_TOPIC", "UNAUTHORIZED_ON_TOPIC", "MESSAGE_TOO_LARGE", "INVALID_PARTITION",
+	"INVALID_EVENT", "RETRIES_EXHAUSTED", "TOPIC_NOT_ALLOWED"}
+
+// Breaker states (outbox_relay_kafka_breaker_state, _transitions_total).
+var breakerStates = []string{"closed", "half-open", "open"}
+
+// Outcomes of a dead letter (outbox_relay_events_dead_lettered_total).
+const (
+	DeadLetterSent    = "sent"
+	DeadLetterRefused = "refused"
+)
+
+// mappedOutcomes are the outcomes a mapped table's counters have from the
+// moment it is first seen.
+var mappedOutcomes = []string{Published, Sent, Retried, Failed, Queued}
 
 // New makes the metrics of a relay of the given version.
 func New(version string) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*topicCounters{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*labelCounters{}, tables: map[string]*labelCounters{},
+		parked: map[parkedKey]float64{}}
 	f := factory{m.reg}
 	m.published = f.counterVec("events_published_total", "Events handed to Kafka.", "topic")
 	m.sent = f.counterVec("events_sent_total", "Events acknowledged by Kafka and recorded SENT.", "topic")
@@ -88,9 +121,10 @@ func New(version string) *Metrics {
 	m.CommitToAck = f.histogram("commit_to_ack_seconds", "From the event's commit (pgoutput) to Kafka's acknowledgement, streamed events.",
 		prometheus.ExponentialBuckets(0.0005, 2, 18))
 	m.AckToDurable = f.histogram("ack_to_durable_seconds", "From the earliest Kafka acknowledgement of a group of events to their status rows being durable.",
-		prometheus.ExponentialBuckets(0.001, 2, 16))
+		prometheus.ExponentialBuckets(0.001, 2, 18)) // up to 131 s: past a status write retried after --statement-timeout
+	// Up to 65.5 s: past --statement-timeout's default (30 s), which ends a statement.
 	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements.",
-		prometheus.ExponentialBuckets(0.0005, 2, 16), "statement")
+		prometheus.ExponentialBuckets(0.0005, 2, 18), "statement")
 	m.SlotLag = f.gauge("slot_lag_bytes", "WAL the slot has not confirmed: the server's WAL end minus confirmed_flush_lsn.")
 	m.ConfirmedLSN = f.gauge("slot_confirmed_lsn", "The LSN this relay last confirmed on the slot, as a number.")
 	m.InFlight = f.gauge("in_flight_events", "Events read from the slot without a status row yet.")
@@ -98,7 +132,7 @@ func New(version string) *Metrics {
 	m.breaker = f.gaugeVec("kafka_breaker_state", "1 for the Kafka circuit breaker's current state (closed, half-open, open).", "state")
 	m.breakerTransitions = f.counterVec("kafka_breaker_transitions_total", "Circuit breaker transitions, by the state entered.", "to")
 	m.Claimed = f.counter("poller_claimed_total", "Rows the poller claimed for delivery.")
-	m.DeadLettered = f.counterVec("events_dead_lettered_total", "FAILED events published on the dead-letter topic "+
+	m.deadLettered = f.counterVec("events_dead_lettered_total", "FAILED events published on the dead-letter topic "+
 		"(--dead-letter-topic), by their original topic; outcome sent, or refused (the topic refused it: the row's dead_letter_error says why).",
 		"topic", "outcome")
 	m.Rescued = f.counter("poller_rescued_total", "Rows stuck in PROCESSING that the poller took back.")
@@ -127,6 +161,9 @@ func New(version string) *Metrics {
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.SetRole(RoleStarting)
 	m.SetBreaker("closed")
+	for _, s := range breakerStates {
+		m.breakerTransitions.WithLabelValues(s) // at 0: the first transition is a visible increase
+	}
 	return m
 }
 
@@ -160,7 +197,7 @@ func (m *Metrics) SetRole(role string) {
 
 // SetBreaker records the circuit breaker entering state.
 func (m *Metrics) SetBreaker(state string) {
-	for _, s := range []string{"closed", "half-open", "open"} {
+	for _, s := range breakerStates {
 		m.breaker.WithLabelValues(s).Set(boolFloat(s == state))
 	}
 }
@@ -176,16 +213,116 @@ func (m *Metrics) Observe(statement string, start time.Time) {
 	m.Statement.WithLabelValues(statement).Observe(time.Since(start).Seconds())
 }
 
-func (m *Metrics) topic(name string) *topicCounters {
+// CountDeadLetters makes each topic's dead-letter counters with its others
+// (--dead-letter-topic is set).
+func (m *Metrics) CountDeadLetters() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := m.topics[name]
-	if c == nil {
-		c = &topicCounters{published: m.published.WithLabelValues(name), sent: m.sent.WithLabelValues(name),
-			retried: m.retried.WithLabelValues(name), failed: map[string]prometheus.Counter{}}
-		m.topics[name] = c
+	m.deadLetters = true
+}
+
+// DeadLettered counts a failure of topic published on the dead-letter
+// topic (outcome DeadLetterSent), or refused by it (DeadLetterRefused).
+func (m *Metrics) DeadLettered(topic, outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.addLocked(false, topic, "dead_lettered/"+outcome, 1)
+}
+
+// addLocked adds n to the counter name of a topic (or mapped table),
+// making the label's counters at 0 the first time, and parks it while no
+// scrape has shown them. m.mu is held.
+func (m *Metrics) addLocked(table bool, label, name string, n float64) {
+	lc := m.labelLocked(table, label)
+	if lc.born >= m.shown {
+		m.parked[parkedKey{table, label, name}] += n
+		return
 	}
+	m.counterLocked(table, label, lc, name).Add(n)
+}
+
+// labelLocked returns the counters of a topic (or mapped table), making
+// them at 0 the first time. m.mu is held.
+func (m *Metrics) labelLocked(table bool, label string) *labelCounters {
+	byLabel := m.topics
+	if table {
+		byLabel = m.tables
+	}
+	lc := byLabel[label]
+	if lc != nil {
+		return lc
+	}
+	lc = &labelCounters{born: m.scrapes, counters: map[string]prometheus.Counter{}}
+	byLabel[label] = lc
+	if table {
+		for _, o := range mappedOutcomes {
+			m.counterLocked(table, label, lc, o)
+		}
+		return lc
+	}
+	for _, o := range []string{Published, Sent, Retried} {
+		m.counterLocked(table, label, lc, o)
+	}
+	for _, r := range FailureReasons {
+		m.counterLocked(table, label, lc, Failed+"/"+r)
+	}
+	if m.deadLetters {
+		m.counterLocked(table, label, lc, "dead_lettered/"+DeadLetterSent)
+		m.counterLocked(table, label, lc, "dead_lettered/"+DeadLetterRefused)
+	}
+	return lc
+}
+
+// counterLocked returns lc's counter name (outcome, or outcome/reason),
+// made the first time. m.mu is held.
+func (m *Metrics) counterLocked(table bool, label string, lc *labelCounters, name string) prometheus.Counter {
+	c := lc.counters[name]
+	if c != nil {
+		return c
+	}
+	outcome, reason, _ := strings.Cut(name, "/")
+	switch {
+	case table:
+		c = m.mapped.WithLabelValues(label, outcome)
+	case outcome == Published:
+		c = m.published.WithLabelValues(label)
+	case outcome == Sent:
+		c = m.sent.WithLabelValues(label)
+	case outcome == Retried:
+		c = m.retried.WithLabelValues(label)
+	case outcome == Failed:
+		c = m.failed.WithLabelValues(label, reason)
+	default: // dead_lettered
+		c = m.deadLettered.WithLabelValues(label, reason)
+	}
+	lc.counters[name] = c
 	return c
+}
+
+// beginScrape and endScrape bracket a scrape of /metrics: once it is
+// served, the labels made before it began have been shown at 0 and their
+// parked counts are added.
+func (m *Metrics) beginScrape() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.scrapes++
+	return m.scrapes
+}
+
+func (m *Metrics) endScrape(scrape uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.shown = max(m.shown, scrape)
+	for k, n := range m.parked {
+		byLabel := m.topics
+		if k.table {
+			byLabel = m.tables
+		}
+		if lc := byLabel[k.label]; lc.born < m.shown {
+			m.counterLocked(k.table, k.label, lc, k.name).Add(n)
+			delete(m.parked, k)
+		}
+	}
 }
 
 func boolFloat(b bool) float64 {

@@ -38,30 +38,21 @@ func (t *Tally) AddTable(table, outcome string) {
 
 // Flush adds the counts to the counters and empties the tally.
 func (t *Tally) Flush() {
+	m := t.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for k, n := range t.tables {
-		t.m.mapped.WithLabelValues(k[0], k[1]).Add(n)
+		m.addLocked(true, k[0], k[1], n)
 		delete(t.tables, k)
 	}
 	for k, n := range t.counts {
-		c := t.m.topic(k.topic)
 		switch k.outcome {
-		case Published:
-			c.published.Add(n)
-		case Sent:
-			c.sent.Add(n)
-		case Retried:
-			c.retried.Add(n)
 		case Queued:
-			t.m.Queued.Add(n)
+			m.Queued.Add(n)
 		case Failed:
-			t.m.mu.Lock()
-			f := c.failed[k.reason]
-			if f == nil {
-				f = t.m.failed.WithLabelValues(k.topic, k.reason)
-				c.failed[k.reason] = f
-			}
-			t.m.mu.Unlock()
-			f.Add(n)
+			m.addLocked(false, k.topic, Failed+"/"+k.reason, n)
+		default:
+			m.addLocked(false, k.topic, k.outcome, n)
 		}
 		delete(t.counts, k)
 	}
