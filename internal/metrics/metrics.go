@@ -63,6 +63,7 @@ type Metrics struct {
 	role *prometheus.GaugeVec // role
 
 	progress atomic.Pointer[func() Progress] // read by the progress gauges at each scrape
+	ready    atomic.Pointer[func() error]    // read by outbox_relay_ready at each scrape
 
 	mu          sync.Mutex
 	topics      map[string]*labelCounters // topic
@@ -156,6 +157,8 @@ func New(version string) *Metrics {
 	f.gaugeFunc("slot_held_back",
 		"1 while PostgreSQL holds the slot's changes back until a standby named in synchronized_standby_slots confirms them (PostgreSQL 17 and newer).",
 		func() float64 { return boolFloat(m.readProgress().HeldBack) })
+	f.gaugeFunc("ready", "1 while /readyz answers 200: this instance can deliver (a standby is 0).",
+		func() float64 { return boolFloat(m.readReady()) })
 	m.role = f.gaugeVec("role", "1 for this instance's role: starting, streaming, standby or polling.", "role")
 	f.gaugeVec("build_info", "Build information; always 1.", "version", "go_version").WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -183,6 +186,14 @@ func (m *Metrics) readProgress() Progress {
 		return (*f)()
 	}
 	return Progress{}
+}
+
+// WatchReady has outbox_relay_ready call ready (nil: ready) at each scrape.
+func (m *Metrics) WatchReady(ready func() error) { m.ready.Store(&ready) }
+
+func (m *Metrics) readReady() bool {
+	f := m.ready.Load()
+	return f != nil && (*f)() == nil
 }
 
 // Registry is where the metrics are registered.
