@@ -182,6 +182,10 @@ func TestDashboard_PrometheusShowsAFailureANewTopicAnOutageAndTheBreakerCycle(t 
 			t.Errorf("panel %q %s (%s) shows no data over the run: %s", q.panel, q.refID, q.legend, q.expr)
 		}
 	}
+	lag := query(find(whole, "Slot lag by slot", "A").expr)
+	if _, ok := showing(lag, map[string]string{"slot": b.slot}); !ok || len(lag) != 1 {
+		t.Errorf("slot lag: %v, want one line, of slot %s", lag, b.slot)
+	}
 	for _, w := range []shows{
 		{"Events per second by outcome", "A", map[string]string{"topic": "payments"}},
 		{"Events per second by outcome", "A", map[string]string{"topic": "orders"}},

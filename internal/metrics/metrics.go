@@ -37,7 +37,7 @@ type Metrics struct {
 	AckToDurable prometheus.Histogram
 	Statement    *prometheus.HistogramVec // statement
 
-	SlotLag       prometheus.Gauge
+	slotLag       *prometheus.GaugeVec // slot
 	ConfirmedLSN  prometheus.Gauge
 	InFlight      prometheus.Gauge
 	InFlightBytes prometheus.Gauge
@@ -126,7 +126,7 @@ func New(version string) *Metrics {
 	// Up to 65.5 s: past --statement-timeout's default (30 s), which ends a statement.
 	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements.",
 		prometheus.ExponentialBuckets(0.0005, 2, 18), "statement")
-	m.SlotLag = f.gauge("slot_lag_bytes", "WAL the slot has not confirmed: the server's WAL end minus confirmed_flush_lsn.")
+	m.slotLag = f.gaugeVec("slot_lag_bytes", "WAL the slot has not confirmed: the server's WAL end minus confirmed_flush_lsn.", "slot")
 	m.ConfirmedLSN = f.gauge("slot_confirmed_lsn", "The LSN this relay last confirmed on the slot, as a number.")
 	m.InFlight = f.gauge("in_flight_events", "Events read from the slot without a status row yet.")
 	m.InFlightBytes = f.gauge("in_flight_bytes", "Bytes of those events.")
@@ -217,6 +217,11 @@ func (m *Metrics) SetBreaker(state string) {
 func (m *Metrics) BreakerTransition(state string) {
 	m.SetBreaker(state)
 	m.breakerTransitions.WithLabelValues(state).Inc()
+}
+
+// SetSlotLag records the WAL slot has not confirmed, in bytes.
+func (m *Metrics) SetSlotLag(slot string, bytes int64) {
+	m.slotLag.WithLabelValues(slot).Set(float64(bytes))
 }
 
 // Observe times a status statement.

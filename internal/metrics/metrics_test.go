@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"bufio"
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -220,4 +221,19 @@ func topBucket(f *dto.MetricFamily) float64 {
 		}
 	}
 	return top
+}
+
+// Two instances of one slot read its lag at different moments: the lag is
+// labelled by slot, so a dashboard draws one line per slot, and Scrape
+// (status, the console) still reads it.
+func TestMetrics_SlotLagIsLabelledBySlotAndScrapeReadsIt(t *testing.T) {
+	m := metrics.New("test")
+	m.SetSlotLag("outbox_relay", 1234)
+	scrape := scraper(t, m)
+	expect(t, "after a reading", scrape(), map[string]float64{`outbox_relay_slot_lag_bytes{slot="outbox_relay"}`: 1234})
+	srv := httptest.NewServer(m.Handler(prober{}))
+	t.Cleanup(srv.Close)
+	if rs := metrics.Scrape(context.Background(), srv.URL+"/metrics"); rs.SlotLag != 1234 || rs.Error != "" {
+		t.Errorf("Scrape: slot lag %v (error %q), want 1234", rs.SlotLag, rs.Error)
+	}
 }

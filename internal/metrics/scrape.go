@@ -76,8 +76,8 @@ func redactedError(err error) string {
 
 // gaugesOn reads Prometheus text (with the client library's own parser)
 // and returns, for each gauge with one label, the label value of its sample
-// that is 1 (the role, the state), and the value of each gauge without
-// labels. What cannot be parsed gives nothing.
+// that is 1 (the role, the state), and the value of each gauge: the highest
+// of its samples (a relay has one slot). What cannot be parsed gives nothing.
 func gaugesOn(r io.Reader) (on map[string]string, values map[string]float64) {
 	on, values = map[string]string{}, map[string]float64{}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -87,10 +87,11 @@ func gaugesOn(r io.Reader) (on map[string]string, values map[string]float64) {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			switch v, labels := m.GetGauge().GetValue(), m.GetLabel(); {
-			case len(labels) == 0:
+			v, labels := m.GetGauge().GetValue(), m.GetLabel()
+			if old, seen := values[name]; !seen || v > old {
 				values[name] = v
-			case len(labels) == 1 && v == 1:
+			}
+			if len(labels) == 1 && v == 1 {
 				on[name] = labels[0].GetValue()
 			}
 		}
