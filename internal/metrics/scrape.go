@@ -32,6 +32,11 @@ type RelayState struct {
 	Error   string  `json:"error,omitempty"`
 }
 
+// scrapeUserAgent marks Scrape's requests: they do not count as a scrape
+// that showed a new topic's counters at 0 (Handler), or the relay would
+// count its first events before Prometheus saw the 0.
+const scrapeUserAgent = "outbox-relay-scrape"
+
 // Scrape reads a running relay's metrics at url (within 5 s). What goes
 // wrong is in Error.
 func Scrape(ctx context.Context, url string) *RelayState {
@@ -43,6 +48,7 @@ func Scrape(ctx context.Context, url string) *RelayState {
 		rs.Error = redactedError(err)
 		return rs
 	}
+	req.Header.Set("User-Agent", scrapeUserAgent)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		rs.Error = redactedError(err)
