@@ -224,6 +224,13 @@ func TestDashboard_PrometheusShowsAFailureANewTopicAnOutageAndTheBreakerCycle(t 
 		}
 	}
 	checkMetricsLint(t, srv)
+
+	// The relay's endpoint goes away: Prometheus's up says so.
+	srv.Close()
+	eventually("the relay down", find(short, "Relays down", "A"), nil)
+	if got := query(rule("OutboxRelayDown")); len(got) == 0 {
+		t.Errorf("alert OutboxRelayDown does not fire with the relay's endpoint gone")
+	}
 	t.Logf("Prometheus run of %s, %d panel queries, %d rules", time.Since(begin).Round(time.Second), len(whole), len(rules))
 }
 

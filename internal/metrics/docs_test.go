@@ -18,6 +18,7 @@ import (
 const (
 	dashboardPath = "../../docs/grafana/outbox-relay-dashboard.json"
 	rulesPath     = "../../docs/prometheus/outbox-relay-rules.yml"
+	rulesTestPath = "../../docs/prometheus/outbox-relay-rules.test.yml"
 	readmePath    = "../../README.md"
 )
 
@@ -144,6 +145,12 @@ func TestAlertingRules_PassPromtoolAndCoverWhatOperatorsWatch(t *testing.T) {
 	out, err := exec.Command(promtest.Binary(t, "promtool"), "check", "rules", rulesPath).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules %s: %v\n%s", rulesPath, err, out)
+	}
+	// Their unit tests: how long each condition must hold, standbys not
+	// alerted on as not ready, one alert per slot.
+	out, err = exec.Command(promtest.Binary(t, "promtool"), "test", "rules", rulesTestPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules %s: %v\n%s", rulesTestPath, err, out)
 	}
 	rules, err := os.ReadFile(rulesPath)
 	if err != nil {
