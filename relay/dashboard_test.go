@@ -59,10 +59,10 @@ type shows struct {
 	labels       map[string]string
 }
 
-// Prometheus (Debian's, scraping every second) watches a relay driven
-// through a failure, a new topic, a Kafka outage that spills and cycles the
-// breaker: every panel of the dashboard answers, those that watch an event
-// show it, and the alerting rules fire.
+// Prometheus (Debian's, scraping every second) watches a relay and its
+// standby, the relay driven through a failure, a new topic, a Kafka outage
+// that spills and cycles the breaker: every panel of the dashboard answers,
+// those that watch an event show it, and the alerting rules fire.
 func TestDashboard_PrometheusShowsAFailureANewTopicAnOutageAndTheBreakerCycle(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
@@ -76,7 +76,11 @@ func TestDashboard_PrometheusShowsAFailureANewTopicAnOutageAndTheBreakerCycle(t 
 	cfg.Retry = retry.Policy{Kind: retry.KindFixed, Delay: 100 * time.Millisecond, MaxDelay: time.Second, MaxAttempts: 5, Jitter: retry.JitterNone}
 	srv, _ := b.serveMetrics(t, cfg)
 	b.waitStreaming(t, cfg)
-	prom := promtest.Start(t, "outbox-relay", time.Second, []string{strings.TrimPrefix(srv.URL, "http://")}, rulesPath)
+	standbyCfg := cfg
+	standbyCfg.Poll.InstanceID = "standby"
+	standby, _ := b.serveMetrics(t, standbyCfg)
+	prom := promtest.Start(t, "outbox-relay", time.Second,
+		[]string{strings.TrimPrefix(srv.URL, "http://"), strings.TrimPrefix(standby.URL, "http://")}, rulesPath)
 	query := func(expr string) []promtest.Sample {
 		t.Helper()
 		s, err := prom.Query(expr)
@@ -119,9 +123,15 @@ func TestDashboard_PrometheusShowsAFailureANewTopicAnOutageAndTheBreakerCycle(t 
 		return ""
 	}
 	short := panelQueries(t, 4*time.Second) // Grafana's $__rate_interval at a 1 s scrape
-	pgtest.Eventually(t, 20*time.Second, "Prometheus scraping the relay", func() (bool, string) {
+	pgtest.Eventually(t, 20*time.Second, "Prometheus scraping both relays", func() (bool, string) {
 		s := query(`count_over_time(up{job="outbox-relay"}[1m]) >= 3 and up == 1`)
-		return len(s) == 1, fmt.Sprint(s)
+		return len(s) == 2, fmt.Sprint(s)
+	})
+	eventually("the standby", find(short, "Standby", "A"), nil)
+	// A standby is not ready by design: it is not counted.
+	pgtest.Eventually(t, 20*time.Second, "no relay not ready beside a standby", func() (bool, string) {
+		v, _ := showing(query(find(short, "Relays not ready", "A").expr), nil)
+		return v == 0, fmt.Sprint(v)
 	})
 
 	// Events of a topic sent, one of a topic that does not exist (FAILED
