@@ -104,6 +104,9 @@ const (
 	DeadLetterRefused = "refused"
 )
 
+// deadLetteredKey prefixes the dead-letter counters' keys in labelCounters.
+const deadLetteredKey = "dead_lettered/"
+
 // mappedOutcomes are the outcomes a mapped table's counters have from the
 // moment it is first seen.
 var mappedOutcomes = []string{Published, Sent, Retried, Failed, Queued}
@@ -242,7 +245,7 @@ func (m *Metrics) CountDeadLetters() {
 func (m *Metrics) DeadLettered(topic, outcome string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.addLocked(false, topic, "dead_lettered/"+outcome, 1)
+	m.addLocked(false, topic, deadLetteredKey+outcome, 1)
 }
 
 // addLocked adds n to the counter name of a topic (or mapped table),
@@ -283,8 +286,8 @@ func (m *Metrics) labelLocked(table bool, label string) *labelCounters {
 		m.counterLocked(table, label, lc, Failed+"/"+r)
 	}
 	if m.deadLetters {
-		m.counterLocked(table, label, lc, "dead_lettered/"+DeadLetterSent)
-		m.counterLocked(table, label, lc, "dead_lettered/"+DeadLetterRefused)
+		m.counterLocked(table, label, lc, deadLetteredKey+DeadLetterSent)
+		m.counterLocked(table, label, lc, deadLetteredKey+DeadLetterRefused)
 	}
 	return lc
 }
@@ -308,7 +311,7 @@ func (m *Metrics) counterLocked(table bool, label string, lc *labelCounters, nam
 		c = m.retried.WithLabelValues(label)
 	case outcome == Failed:
 		c = m.failed.WithLabelValues(label, reason)
-	default: // dead_lettered
+	default: // deadLetteredKey
 		c = m.deadLettered.WithLabelValues(label, reason)
 	}
 	lc.counters[name] = c
