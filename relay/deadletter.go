@@ -136,13 +136,13 @@ func (d *deadLetters) round(ctx context.Context) (int, error) {
 		switch m.Outcome.Result {
 		case kafka.Sent:
 			o.Status = store.DeadLetterSent
-			d.metrics.DeadLetter(topic, unsent, "sent")
+			d.metrics.DeadLettered(topic, unsent, metrics.DeadLetterSent)
 		case kafka.Rejected, kafka.Failed:
 			// Refused by the topic, or an error of this record's: a dead
 			// letter is tried once, not again and again (the status row
 			// stays the truth; a resend that fails again publishes anew).
 			o.Status, o.Error = store.DeadLetterFailed, describeOutcome(m.Outcome)
-			d.metrics.DeadLetter(topic, unsent, "refused")
+			d.metrics.DeadLettered(topic, unsent, metrics.DeadLetterRefused)
 			d.log.Warn("the dead letter of a failed event could not be published; its status row says why (dead_letter_error)",
 				zap.String("event_id", string(kafka.FormatUUID(row.EventID))), zap.String("topic", topic), zap.String("error", o.Error))
 		default: // Kafka unavailable: a spill deferred it; tried again when Kafka is back

@@ -53,7 +53,7 @@ type mappedLayout struct {
 func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	rec, err := m.bound.Record(values, commitTime)
 	id := rec.ID
-	if id == "" { // the id could not be read: this row's own place in the stream
+	if !rec.HasID { // the id could not be read: this row's own place in the stream
 		id = fmt.Sprintf("(no id: commit %X, position %d)", e.commitLSN, e.txPos)
 	}
 	e.id = mapping.EventID(m.source, id)

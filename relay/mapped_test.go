@@ -364,16 +364,18 @@ func TestMapped_DeletedRowsQueuedThroughAKafkaOutageAreDeliveredOnceInKeyOrder(t
 	}
 	restart()
 	checkDelivered(t, b, n)
-	m := scrape(t, srv)
-	for _, c := range []struct {
-		outcome string
-		want    float64
-	}{{"queued", n}, {"sent", n}} {
-		sample := fmt.Sprintf(`outbox_relay_mapped_events_total{outcome=%q,table="public.orders_outbox"}`, c.outcome)
-		if m[sample] != c.want {
-			t.Errorf("%s = %v, want %v", sample, m[sample], c.want)
+	// A table's first counts wait for a scrape that shows them at 0.
+	pgtest.Eventually(t, 10*time.Second, "queued and sent counted by table", func() (bool, string) {
+		m := scrape(t, srv)
+		var diffs []string
+		for _, outcome := range []string{"queued", "sent"} {
+			sample := fmt.Sprintf(`outbox_relay_mapped_events_total{outcome=%q,table="public.orders_outbox"}`, outcome)
+			if m[sample] != n {
+				diffs = append(diffs, fmt.Sprintf("%s = %v, want %v", sample, m[sample], n))
+			}
 		}
-	}
+		return len(diffs) == 0, strings.Join(diffs, "; ")
+	})
 }
 
 func TestMapped_APartitionPlacementPutsEachEventOnItsColumnsPartition(t *testing.T) {

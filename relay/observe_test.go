@@ -139,6 +139,7 @@ func TestProbes_NotReadyDuringAKafkaOutageOrAsAStandby(t *testing.T) {
 		code, reason := probe(t, srv, "/readyz")
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, reason)
 	})
+	expectReadyGauge(t, srv, 1)
 
 	standbyCfg := cfg
 	standbyCfg.Poll.InstanceID = "standby"
@@ -147,6 +148,7 @@ func TestProbes_NotReadyDuringAKafkaOutageOrAsAStandby(t *testing.T) {
 		code, reason := probe(t, standby, "/readyz")
 		return code == http.StatusServiceUnavailable && strings.HasPrefix(reason, "standby"), fmt.Sprintf("%d %s", code, reason)
 	})
+	expectReadyGauge(t, standby, 0)
 
 	b.cluster.Close()
 	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k', '{"n": 1}')`)
@@ -154,6 +156,7 @@ func TestProbes_NotReadyDuringAKafkaOutageOrAsAStandby(t *testing.T) {
 		code, reason := probe(t, srv, "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(reason, "kafka"), fmt.Sprintf("%d %s", code, reason)
 	})
+	expectReadyGauge(t, srv, 0)
 	restart()
 	pgtest.Eventually(t, 60*time.Second, "ready after the outage", func() (bool, string) {
 		code, reason := probe(t, srv, "/readyz")
@@ -162,6 +165,14 @@ func TestProbes_NotReadyDuringAKafkaOutageOrAsAStandby(t *testing.T) {
 	b.waitStatus(t, "SENT", 1, 30*time.Second)
 	if code, reason := probe(t, srv, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz after the outage: %d %s", code, reason)
+	}
+}
+
+// expectReadyGauge checks outbox_relay_ready says what /readyz says.
+func expectReadyGauge(t *testing.T, srv *httptest.Server, want float64) {
+	t.Helper()
+	if got, ok := scrape(t, srv)["outbox_relay_ready"]; !ok || got != want {
+		t.Errorf("outbox_relay_ready = %v (exported: %v), want %v as /readyz says", got, ok, want)
 	}
 }
 

@@ -308,7 +308,7 @@ func (p *poller) waitForStream(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if ok {
-		p.metrics.SlotLag.Set(float64(lag))
+		p.metrics.SetSlotLag(p.slot, lag)
 	}
 	if ok && lag > p.cfg.GapMaxSlotLag {
 		if !p.paused {

@@ -40,21 +40,23 @@ var FailureReasons = []FailureReason{
 		"Fix the row (`UPDATE outbox.events SET ...`) or the writer, then resend; or skip it."},
 	{ReasonInvalidTopic,
 		"The topic does not exist (the cluster does not create topics), or its name is not one Kafka allows (checked " +
-			"before sending: never sent, 0 attempts). FAILED at once.",
+			"before sending). FAILED at once, never sent, 0 attempts.",
 		"Create the topic (or fix the writer's topic name), then `outbox-relay resend --failed --reason INVALID_TOPIC`."},
 	{ReasonTopicNotAllowed,
 		"`--topics` does not allow the topic; or it is a system topic that `--topics` does not name exactly (Kafka's " +
-			"internal `__*`, the ecosystem's `_*` such as `_schemas`, Kafka Connect's `connect-configs`, `connect-offsets` " +
+			"internal `__*` such as `__consumer_offsets`, the ecosystem's `_*` such as Schema Registry's `_schemas` and " +
+			"Confluent's `_confluent-*`, Kafka Connect's `connect-configs`, `connect-offsets` " +
 			"and `connect-status`); or it is the dead-letter topic, which takes events only when `--topics` names it " +
 			"exactly. `last_error` names the rule. FAILED at once, never sent, 0 attempts.",
 		"If the topic is legitimate, add it to `--topics` and restart the relay, then resend; otherwise find the writer " +
 			"and skip the event."},
 	{ReasonUnauthorizedOnTopic,
 		"The broker refused the relay's principal WRITE on the topic (an ACL). FAILED at once, with the broker's words.",
-		"Grant WRITE and DESCRIBE on the topic to the relay's principal (Kafka ACLs in docs/running.md), then resend."},
+		"Grant WRITE and DESCRIBE on the topic to the relay's principal ([Kafka ACLs](running.md#kafka-acls)), then resend."},
 	{ReasonMessageTooLarge,
 		"The record is larger than the broker's, the topic's or `--kafka-max-message-bytes` limit. FAILED at once (a " +
-			"broker's refusal is first retried with the message alone, so its batch neighbours are not blamed).",
+			"broker's refusal is first retried with the message alone, so its batch neighbours are not blamed; 0 attempts " +
+			"when `--kafka-max-message-bytes` refused it before sending).",
 		"Raise the topic's `max.message.bytes` and `--kafka-max-message-bytes` together, or make the payload smaller, then resend."},
 	{ReasonInvalidPartition,
 		"A mapped table placed the event on a partition (Debezium's `partition` placement) that its topic does not have. FAILED at once.",

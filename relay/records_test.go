@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/kafka/cloudevents"
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
 	"github.com/outbox-relay/outbox-relay/internal/mapping"
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
 // A created_at that a Kafka record cannot carry (before 1970, after 9999,
@@ -197,6 +198,11 @@ func TestCloudEvents_EveryRecordIsValidForTheSDKOrItsEventIsInvalid(t *testing.T
 			}
 			if len(got) != len(want) {
 				t.Errorf("FAILED records %v, want %v", got, want)
+			}
+			// The empty id's status row is where outbox.event_id finds it.
+			if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries
+				WHERE event_id = outbox.event_id('public.notes', '') AND status = 'FAILED'`); n != 1 {
+				t.Errorf("the FAILED row of id '' is not at outbox.event_id('public.notes', ''): %d rows there", n)
 			}
 
 			n := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "notes")[0]

@@ -349,6 +349,10 @@ func New(cfg Config) (*Relay, error) {
 	r.startDown = outage.New(cfg.Logger, "postgres")
 	r.setRole(metrics.RoleStarting)
 	cfg.Metrics.WatchProgress(r.Progress)
+	cfg.Metrics.WatchReady(r.Ready)
+	if cfg.Kafka.DeadLetterTopic != "" {
+		cfg.Metrics.CountDeadLetters()
+	}
 	return r, nil
 }
 

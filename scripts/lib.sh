@@ -83,6 +83,50 @@ chromium_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
 }
 
+# Where prometheus_unpack unpacks Debian's prometheus package, once.
+PROMETHEUS_CACHE=${OUTBOX_PROMETHEUS_CACHE:-/var/tmp/outbox-relay-prometheus}
+
+# prometheus_install makes Debian's prometheus and promtool available to the
+# tests of the dashboard and the alerting rules, exporting OUTBOX_PROMETHEUS
+# and OUTBOX_PROMTOOL: the installed package's, or else the package unpacked
+# into PROMETHEUS_CACHE (prometheus_unpack). The tests start Prometheus
+# themselves, on loopback; no service is started.
+prometheus_install() {
+  if [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ]; then
+    export OUTBOX_PROMETHEUS=/usr/bin/prometheus OUTBOX_PROMTOOL=/usr/bin/promtool
+    return 0
+  fi
+  prometheus_unpack
+}
+
+# prometheus_unpack downloads Debian's prometheus package (apt-get download:
+# nothing is installed, so no maintainer script runs and no service starts)
+# and unpacks it with dpkg-deb into PROMETHEUS_CACHE, the first time; it
+# exports OUTBOX_PROMETHEUS and OUTBOX_PROMTOOL. The binaries need only libc.
+prometheus_unpack() {
+  local root="$PROMETHEUS_CACHE/root"
+  if [ ! -x "$root/usr/bin/prometheus" ] || [ ! -x "$root/usr/bin/promtool" ]; then
+    log "Prometheus not found: unpacking Debian's prometheus package into $PROMETHEUS_CACHE (the dashboard's tests; no service)"
+    local sudo="" tmp
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq >/dev/null
+    tmp=$(mktemp -d)
+    chmod 755 "$tmp" # apt-get download as root fetches as _apt
+    if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>"$tmp/apt.log"); then
+      echo "could not download Debian's prometheus package:" >&2
+      tail -n 5 "$tmp/apt.log" >&2
+      rm -rf "$tmp"
+      return 1
+    fi
+    mkdir -p "$PROMETHEUS_CACHE"
+    rm -rf "$root"
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$root"
+    rm -rf "$tmp"
+    chmod -R a+rX "$PROMETHEUS_CACHE"
+  fi
+  export OUTBOX_PROMETHEUS="$root/usr/bin/prometheus" OUTBOX_PROMTOOL="$root/usr/bin/promtool"
+}
+
 # pg_fetch_npm MAJOR sets PG_BIN to the npm registry's build of MAJOR
 # (initdb, pg_ctl, postgres and the pgoutput plugin), unpacking it into
 # PG_CACHE the first time, with the short library names its install script

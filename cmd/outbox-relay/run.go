@@ -169,39 +169,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if err := loadTables(&cfg, o, log); err != nil {
 		return err
 	}
-	if err := cfg.Validate(); err != nil {
-		return flagenv.Usage(err) // each names the flag to fix
-	}
-	if o.console.Listen != "" {
-		if err := o.console.Validate(); err != nil {
-			return flagenv.Usage(err) // names run's --console-* flag
-		}
-	}
-	if o.consoleDB != "" {
-		if err := checkDatabaseURL("--console-database-url", o.consoleDB); err != nil {
-			return err
-		}
-	}
-	if o.debugAddr != "" {
-		if err := checkDebugAddr(o.debugAddr, o.debugAllowRemote); err != nil {
-			return err
-		}
+	if err := checkRun(cfg, o); err != nil {
+		return err
 	}
 	if err := tuneRuntime(o, getenv); err != nil {
 		return err
 	}
-	log.Info("starting outbox-relay",
-		zap.String("version", version),
-		zap.String("database_url", redact.URL(cfg.DatabaseURL)),
-		zap.Strings("kafka_brokers", cfg.Kafka.Brokers), zap.Strings("topics", cfg.Kafka.Topics),
-		zap.String("cloudevents", string(cfg.CloudEvents.Mode)), zap.String("dead_letter_topic", cfg.Kafka.DeadLetterTopic),
-		zap.String("mode", cfg.Mode), zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
-		zap.String("kafka_sasl_mechanism", cfg.Kafka.SASLMechanism), zap.Bool("kafka_tls", cfg.Kafka.UsesTLS()),
-		zap.Bool("kafka_tls_client_cert", cfg.Kafka.TLSCertFile != ""), zap.String("kafka_partitioner", cfg.Kafka.Partitioner))
-	if cfg.Kafka.PlainWithoutTLS() {
-		log.Warn("--kafka-sasl-mechanism PLAIN without TLS: the SASL password crosses the network in clear text, " +
-			"for anyone on the path to read; set --kafka-tls (or use SCRAM-SHA-512)")
-	}
+	logStart(log, cfg)
 
 	if o.debugAddr != "" {
 		stop, err := serve(log, "--debug-addr", "Go pprof profiles", o.debugAddr, debugHandler(o.debugAllowRemote))
@@ -238,6 +212,45 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// checkRun checks run's configuration before anything starts: each
+// error names the flag to fix (exit 64).
+func checkRun(cfg relay.Config, o runOpts) error {
+	if err := cfg.Validate(); err != nil {
+		return flagenv.Usage(err)
+	}
+	if o.console.Listen != "" {
+		if err := o.console.Validate(); err != nil {
+			return flagenv.Usage(err) // names run's --console-* flag
+		}
+	}
+	if o.consoleDB != "" {
+		if err := checkDatabaseURL("--console-database-url", o.consoleDB); err != nil {
+			return err
+		}
+	}
+	if o.debugAddr != "" {
+		return checkDebugAddr(o.debugAddr, o.debugAllowRemote)
+	}
+	return nil
+}
+
+// logStart logs the configuration a relay starts with, secrets left out,
+// and warns of a password sent in clear text.
+func logStart(log *zap.Logger, cfg relay.Config) {
+	log.Info("starting outbox-relay",
+		zap.String("version", version),
+		zap.String("database_url", redact.URL(cfg.DatabaseURL)),
+		zap.Strings("kafka_brokers", cfg.Kafka.Brokers), zap.Strings("topics", cfg.Kafka.Topics),
+		zap.String("cloudevents", string(cfg.CloudEvents.Mode)), zap.String("dead_letter_topic", cfg.Kafka.DeadLetterTopic),
+		zap.String("mode", cfg.Mode), zap.String("slot", cfg.Slot), zap.String("publication", cfg.Publication),
+		zap.String("kafka_sasl_mechanism", cfg.Kafka.SASLMechanism), zap.Bool("kafka_tls", cfg.Kafka.UsesTLS()),
+		zap.Bool("kafka_tls_client_cert", cfg.Kafka.TLSCertFile != ""), zap.String("kafka_partitioner", cfg.Kafka.Partitioner))
+	if cfg.Kafka.PlainWithoutTLS() {
+		log.Warn("--kafka-sasl-mechanism PLAIN without TLS: the SASL password crosses the network in clear text, " +
+			"for anyone on the path to read; set --kafka-tls (or use SCRAM-SHA-512)")
+	}
 }
 
 // stopGrace is how much longer than --shutdown-timeout a stop may take

@@ -275,7 +275,9 @@ func (p *Publisher) failed(m *Message, err error) {
 			p.resendAlone(m)
 			return
 		}
-		p.returned(m, Outcome{Result: Rejected, Reason: reason, Err: err}, nil)
+		// The client's own size check and an encoding error refuse the
+		// record before it reaches a broker: never sent, no attempt.
+		p.returned(m, Outcome{Result: Rejected, Reason: reason, Err: err, Unsent: isClientSizeCheck(err) || isEncoding(err)}, nil)
 	default:
 		p.returned(m, Outcome{Result: Failed, Err: err}, nil)
 	}

@@ -23,7 +23,10 @@ type Header struct {
 // Record is what one row becomes on Kafka.
 type Record struct {
 	// ID is the id column's text; EventID derives the status row's id from it.
-	ID    string
+	ID string
+	// HasID: the id column was read (it may be ''); false when it is NULL
+	// or not text.
+	HasID bool
 	Topic string
 	// Key is the record's key as its converter writes it, nil without one.
 	// It is also the key of per-key order.
@@ -151,7 +154,7 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 	if id == nil {
 		return r, fmt.Errorf("id column %s is NULL", t.ID)
 	}
-	r.ID = string(id)
+	r.ID, r.HasID = string(id), true
 	r.Partition = -1
 	if b.seq >= 0 {
 		r.Seq, _ = integer(values[b.seq])

@@ -14,11 +14,22 @@ type Prober interface {
 	Ready() error
 }
 
-// Handler serves /metrics, /healthz and /readyz. The probes answer 200 with
-// {"status":"ok"}, or 503 with {"status":"unavailable","reason":"..."}.
+// Handler serves /metrics, /healthz and /readyz. Each scrape of /metrics
+// (but Scrape's) lets the counts of topics it showed at 0 be added. The
+// probes answer 200 with {"status":"ok"}, or 503 with
+// {"status":"unavailable","reason":"..."}.
 func (m *Metrics) Handler(p Prober) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if r.UserAgent() == scrapeUserAgent { // status, the console: not what draws the rates
+			metrics.ServeHTTP(w, r)
+			return
+		}
+		scrape := m.beginScrape()
+		metrics.ServeHTTP(w, r)
+		m.endScrape(scrape)
+	})
 	mux.HandleFunc("/healthz", probe(p.Healthy))
 	mux.HandleFunc("/readyz", probe(p.Ready))
 	return mux

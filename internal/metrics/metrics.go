@@ -5,6 +5,7 @@ package metrics
 import (
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +54,7 @@ type Metrics struct {
 	AckToDurable prometheus.Histogram
 	Statement    *prometheus.HistogramVec // statement
 
-	SlotLag       prometheus.Gauge
+	slotLag       *prometheus.GaugeVec // slot
 	ConfirmedLSN  prometheus.Gauge
 	InFlight      prometheus.Gauge
 	InFlightBytes prometheus.Gauge
@@ -61,9 +62,7 @@ type Metrics struct {
 	breaker            *prometheus.GaugeVec   // state
 	breakerTransitions *prometheus.CounterVec // to
 
-	// DeadLettered counts failures published on the dead-letter topic, by
-	// original topic and outcome (sent, or refused by the topic).
-	DeadLettered *prometheus.CounterVec // topic, outcome
+	deadLettered *prometheus.CounterVec // topic, outcome
 
 	Claimed          prometheus.Counter
 	Rescued          prometheus.Counter
@@ -83,24 +82,61 @@ type Metrics struct {
 	catalog []Doc // every outbox_relay_* metric, in the order New makes them
 
 	progress atomic.Pointer[func() Progress] // read by the progress gauges at each scrape
+	ready    atomic.Pointer[func() error]    // read by outbox_relay_ready at each scrape
 
 	mu     sync.Mutex
-	topics map[string]*topicCounters // by label value
+	topics map[string]*labelCounters // by label value: a topic, TopicRefused or TopicOther
 	// named is how many topics have a label value of their own, at most
 	// maxTopics.
 	named, maxTopics int
+	tables           map[string]*labelCounters // mapped table
+	parked           map[parkedKey]float64     // counts of labels no scrape has shown yet
+	scrapes          uint64                    // scrapes begun
+	shown            uint64                    // the latest scrape served: labels made before it began were shown at 0
+	deadLetters      bool                      // dead-letter counters are made with each topic's
 }
 
-// topicCounters are one topic's outcome counters, looked up once.
-type topicCounters struct {
-	label                    string // the topic, TopicRefused or TopicOther
-	published, sent, retried prometheus.Counter
-	failed                   map[string]prometheus.Counter // reason
+// labelCounters are the counters of one topic or mapped table, made at 0
+// together the first time it is seen. Counts wait (parked) until a scrape
+// has shown them at 0: Prometheus's rate() and increase() do not count a
+// series' first sample, so a new topic's first events would never show.
+type labelCounters struct {
+	born     uint64                        // scrapes begun when they were made
+	counters map[string]prometheus.Counter // outcome, or outcome/reason
 }
+
+type parkedKey struct {
+	table bool // a mapped table, not a topic
+	label string
+	name  string // the counter's key in labelCounters.counters
+}
+
+// Failure reasons (outbox.deliveries.failure_reason) whose counters each
+// topic has from the moment it is first seen (internal/kafka's and
+// internal/store's; a test checks they are all here).
+var FailureReasons = []string{"INVALID_TOPIC", "UNAUTHORIZED_ON_TOPIC", "MESSAGE_TOO_LARGE", "INVALID_PARTITION",
+	"INVALID_EVENT", "RETRIES_EXHAUSTED", "TOPIC_NOT_ALLOWED"}
+
+// Breaker states (outbox_relay_kafka_breaker_state, _transitions_total).
+var breakerStates = []string{"closed", "half-open", "open"}
+
+// Outcomes of a dead letter (outbox_relay_events_dead_lettered_total).
+const (
+	DeadLetterSent    = "sent"
+	DeadLetterRefused = "refused"
+)
+
+// deadLetteredKey prefixes the dead-letter counters' keys in labelCounters.
+const deadLetteredKey = "dead_lettered/"
+
+// mappedOutcomes are the outcomes a mapped table's counters have from the
+// moment it is first seen.
+var mappedOutcomes = []string{Published, Sent, Retried, Failed, Queued}
 
 // New makes the metrics of a relay of the given version.
 func New(version string) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*topicCounters{}, maxTopics: MaxTopicsDefault}
+	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*labelCounters{}, tables: map[string]*labelCounters{},
+		parked: map[parkedKey]float64{}, maxTopics: MaxTopicsDefault}
 	f := factory{reg: m.reg, docs: &m.catalog}
 	m.published = f.counterVec("events_published_total", "Events handed to Kafka, once per attempt.", "topic")
 	m.sent = f.counterVec("events_sent_total", "Events acknowledged by Kafka and recorded SENT.", "topic")
@@ -110,20 +146,22 @@ func New(version string) *Metrics {
 		"outcome: published, sent, retried, failed, queued (outbox.events is counted by topic alone).", "table", "outcome")
 	m.CommitToAck = f.histogram("commit_to_ack_seconds", "From the event's commit (pgoutput) to Kafka's acknowledgement, streamed events.",
 		prometheus.ExponentialBuckets(0.0005, 2, 18))
-	m.AckToDurable = f.histogram("ack_to_durable_seconds", "From the earliest Kafka acknowledgement of a group of events to their status rows being durable.",
-		prometheus.ExponentialBuckets(0.001, 2, 16))
-	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements: insert_outcomes, record_outcomes, barrier.",
-		prometheus.ExponentialBuckets(0.0005, 2, 16), "statement")
-	m.SlotLag = f.gauge("slot_lag_bytes", "WAL the slot has not confirmed: the server's WAL end minus confirmed_flush_lsn.")
+	m.AckToDurable = f.histogram("ack_to_durable_seconds", "From the earliest Kafka acknowledgement of a group of events to their status rows being durable (buckets up to 131 s).",
+		prometheus.ExponentialBuckets(0.001, 2, 18)) // up to 131 s: past a status write retried after --statement-timeout
+	// Up to 65.5 s: past --statement-timeout's default (30 s), which ends a statement.
+	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements: "+
+		"insert_outcomes (streamed events), record_outcomes (the poller's), direct_outcomes (events read from the table: backfill "+
+		"pages, the gap sweep in poll mode), barrier; buckets up to 65 s, past --statement-timeout.",
+		prometheus.ExponentialBuckets(0.0005, 2, 18), "statement")
+	m.slotLag = f.gaugeVec("slot_lag_bytes", "WAL the slot has not confirmed: the server's WAL end minus confirmed_flush_lsn.", "slot")
 	m.ConfirmedLSN = f.gauge("slot_confirmed_lsn", "The LSN this relay last confirmed on the slot, as a number.")
 	m.InFlight = f.gauge("in_flight_events", "Events read from the slot without a status row yet.")
 	m.InFlightBytes = f.gauge("in_flight_bytes", "Bytes of those events.")
 	m.breaker = f.gaugeVec("kafka_breaker_state", "1 for the Kafka circuit breaker's current state (closed, half-open, open).", "state")
 	m.breakerTransitions = f.counterVec("kafka_breaker_transitions_total", "Circuit breaker transitions, by the state entered.", "to")
 	m.Claimed = f.counter("poller_claimed_total", "Rows the poller claimed for delivery.")
-	m.DeadLettered = f.counterVec("events_dead_lettered_total", "FAILED events published on the dead-letter topic "+
-		"(--dead-letter-topic), by their original topic; outcome sent, or refused (the topic refused it: the row's dead_letter_error says why). "+
-		"Topics never sent to count as "+TopicRefused+", those past --metrics-max-topics as "+TopicOther+".",
+	m.deadLettered = f.counterVec("events_dead_lettered_total", "FAILED events published on the dead-letter topic "+
+		"(--dead-letter-topic), by their original topic; outcome sent, or refused (the topic refused it: the row's dead_letter_error says why).",
 		"topic", "outcome")
 	m.Rescued = f.counter("poller_rescued_total", "Rows stuck in PROCESSING that the poller took back.")
 	m.GapSwept = f.counter("gap_swept_total", "Events without a status row that the gap sweep gave a row (PENDING, or in poll mode, where it delivers them, their outcome).")
@@ -146,11 +184,16 @@ func New(version string) *Metrics {
 	f.gaugeFunc("slot_held_back",
 		"1 while PostgreSQL holds the slot's changes back until a standby named in synchronized_standby_slots confirms them (PostgreSQL 17 and newer).",
 		func() float64 { return boolFloat(m.readProgress().HeldBack) })
+	f.gaugeFunc("ready", "1 while /readyz answers 200: this instance can deliver (a standby is 0).",
+		func() float64 { return boolFloat(m.readReady()) })
 	m.role = f.gaugeVec("role", "1 for this instance's role: starting, streaming, standby or polling.", "role")
 	f.gaugeVec("build_info", "Build information; always 1.", "version", "go_version").WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.SetRole(RoleStarting)
 	m.SetBreaker("closed")
+	for _, s := range breakerStates {
+		m.breakerTransitions.WithLabelValues(s) // at 0: the first transition is a visible increase
+	}
 	return m
 }
 
@@ -172,6 +215,14 @@ func (m *Metrics) readProgress() Progress {
 	return Progress{}
 }
 
+// WatchReady has outbox_relay_ready call ready (nil: ready) at each scrape.
+func (m *Metrics) WatchReady(ready func() error) { m.ready.Store(&ready) }
+
+func (m *Metrics) readReady() bool {
+	f := m.ready.Load()
+	return f != nil && (*f)() == nil
+}
+
 // Registry is where the metrics are registered.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
@@ -184,7 +235,7 @@ func (m *Metrics) SetRole(role string) {
 
 // SetBreaker records the circuit breaker entering state.
 func (m *Metrics) SetBreaker(state string) {
-	for _, s := range []string{"closed", "half-open", "open"} {
+	for _, s := range breakerStates {
 		m.breaker.WithLabelValues(s).Set(boolFloat(s == state))
 	}
 }
@@ -195,9 +246,31 @@ func (m *Metrics) BreakerTransition(state string) {
 	m.breakerTransitions.WithLabelValues(state).Inc()
 }
 
+// SetSlotLag records the WAL slot has not confirmed, in bytes.
+func (m *Metrics) SetSlotLag(slot string, bytes int64) {
+	m.slotLag.WithLabelValues(slot).Set(float64(bytes))
+}
+
 // Observe times a status statement.
 func (m *Metrics) Observe(statement string, start time.Time) {
 	m.Statement.WithLabelValues(statement).Observe(time.Since(start).Seconds())
+}
+
+// CountDeadLetters makes each topic's dead-letter counters with its others
+// (--dead-letter-topic is set).
+func (m *Metrics) CountDeadLetters() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.deadLetters = true
+}
+
+// DeadLettered counts a failure of topic published on the dead-letter
+// topic (outcome DeadLetterSent), or refused by it (DeadLetterRefused);
+// refused says the event was never sent to its topic.
+func (m *Metrics) DeadLettered(topic string, refused bool, outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.addLocked(false, m.labelOf(topic, refused), deadLetteredKey+outcome, 1)
 }
 
 // LimitTopics sets how many topics get a label value of their own
@@ -212,29 +285,13 @@ func (m *Metrics) LimitTopics(n int) {
 	}
 }
 
-// DeadLetter counts a dead letter of an event for topic with outcome (sent
-// or refused); refused: the event was never sent to its topic.
-func (m *Metrics) DeadLetter(topic string, refused bool, outcome string) {
-	m.mu.Lock()
-	label := m.label(topic, refused)
-	m.mu.Unlock()
-	m.DeadLettered.WithLabelValues(label, outcome).Inc()
-}
-
-// topic is the counters of topic's label value.
-func (m *Metrics) topic(name string, refused bool) *topicCounters {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.counters(m.label(name, refused))
-}
-
-// label is the label value of topic: its own name once it has one; else
+// labelOf is topic's label value: its own name once it has one; else
 // TopicRefused for an event never sent to it (refused), its own name while
-// fewer than maxTopics topics have one, TopicOther past that. Called with
-// m.mu held.
-func (m *Metrics) label(topic string, refused bool) string {
+// fewer than maxTopics topics have one (its counters made at 0), TopicOther
+// past that. m.mu is held.
+func (m *Metrics) labelOf(topic string, refused bool) string {
 	switch _, ok := m.topics[topic]; {
-	case ok:
+	case ok && topic != TopicRefused && topic != TopicOther:
 		return topic
 	case refused:
 		return TopicRefused
@@ -242,20 +299,104 @@ func (m *Metrics) label(topic string, refused bool) string {
 		return TopicOther
 	}
 	m.named++
-	m.counters(topic)
+	m.labelLocked(false, topic)
 	return topic
 }
 
-// counters is the counters of a label value, made at its first use.
-// Called with m.mu held.
-func (m *Metrics) counters(label string) *topicCounters {
-	c := m.topics[label]
-	if c == nil {
-		c = &topicCounters{label: label, published: m.published.WithLabelValues(label), sent: m.sent.WithLabelValues(label),
-			retried: m.retried.WithLabelValues(label), failed: map[string]prometheus.Counter{}}
-		m.topics[label] = c
+// addLocked adds n to the counter name of a topic (or mapped table),
+// making the label's counters at 0 the first time, and parks it while no
+// scrape has shown them. m.mu is held.
+func (m *Metrics) addLocked(table bool, label, name string, n float64) {
+	lc := m.labelLocked(table, label)
+	if lc.born >= m.shown {
+		m.parked[parkedKey{table, label, name}] += n
+		return
 	}
+	m.counterLocked(table, label, lc, name).Add(n)
+}
+
+// labelLocked returns the counters of a topic (or mapped table), making
+// them at 0 the first time. m.mu is held.
+func (m *Metrics) labelLocked(table bool, label string) *labelCounters {
+	byLabel := m.topics
+	if table {
+		byLabel = m.tables
+	}
+	lc := byLabel[label]
+	if lc != nil {
+		return lc
+	}
+	lc = &labelCounters{born: m.scrapes, counters: map[string]prometheus.Counter{}}
+	byLabel[label] = lc
+	if table {
+		for _, o := range mappedOutcomes {
+			m.counterLocked(table, label, lc, o)
+		}
+		return lc
+	}
+	for _, o := range []string{Published, Sent, Retried} {
+		m.counterLocked(table, label, lc, o)
+	}
+	for _, r := range FailureReasons {
+		m.counterLocked(table, label, lc, Failed+"/"+r)
+	}
+	if m.deadLetters {
+		m.counterLocked(table, label, lc, deadLetteredKey+DeadLetterSent)
+		m.counterLocked(table, label, lc, deadLetteredKey+DeadLetterRefused)
+	}
+	return lc
+}
+
+// counterLocked returns lc's counter name (outcome, or outcome/reason),
+// made the first time. m.mu is held.
+func (m *Metrics) counterLocked(table bool, label string, lc *labelCounters, name string) prometheus.Counter {
+	c := lc.counters[name]
+	if c != nil {
+		return c
+	}
+	outcome, reason, _ := strings.Cut(name, "/")
+	switch {
+	case table:
+		c = m.mapped.WithLabelValues(label, outcome)
+	case outcome == Published:
+		c = m.published.WithLabelValues(label)
+	case outcome == Sent:
+		c = m.sent.WithLabelValues(label)
+	case outcome == Retried:
+		c = m.retried.WithLabelValues(label)
+	case outcome == Failed:
+		c = m.failed.WithLabelValues(label, reason)
+	default: // deadLetteredKey
+		c = m.deadLettered.WithLabelValues(label, reason)
+	}
+	lc.counters[name] = c
 	return c
+}
+
+// beginScrape and endScrape bracket a scrape of /metrics: once it is
+// served, the labels made before it began have been shown at 0 and their
+// parked counts are added.
+func (m *Metrics) beginScrape() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.scrapes++
+	return m.scrapes
+}
+
+func (m *Metrics) endScrape(scrape uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.shown = max(m.shown, scrape)
+	for k, n := range m.parked {
+		byLabel := m.topics
+		if k.table {
+			byLabel = m.tables
+		}
+		if lc := byLabel[k.label]; lc.born < m.shown {
+			m.counterLocked(k.table, k.label, lc, k.name).Add(n)
+			delete(m.parked, k)
+		}
+	}
 }
 
 func boolFloat(b bool) float64 {

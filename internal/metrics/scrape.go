@@ -32,6 +32,11 @@ type RelayState struct {
 	Error   string  `json:"error,omitempty"`
 }
 
+// scrapeUserAgent marks Scrape's requests: they do not count as a scrape
+// that showed a new topic's counters at 0 (Handler), or the relay would
+// count its first events before Prometheus saw the 0.
+const scrapeUserAgent = "outbox-relay-scrape"
+
 // Scrape reads a running relay's metrics at url (within 5 s). What goes
 // wrong is in Error.
 func Scrape(ctx context.Context, url string) *RelayState {
@@ -43,6 +48,7 @@ func Scrape(ctx context.Context, url string) *RelayState {
 		rs.Error = redactedError(err)
 		return rs
 	}
+	req.Header.Set("User-Agent", scrapeUserAgent)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		rs.Error = redactedError(err)
@@ -76,8 +82,8 @@ func redactedError(err error) string {
 
 // gaugesOn reads Prometheus text (with the client library's own parser)
 // and returns, for each gauge with one label, the label value of its sample
-// that is 1 (the role, the state), and the value of each gauge without
-// labels. What cannot be parsed gives nothing.
+// that is 1 (the role, the state), and the value of each gauge: the highest
+// of its samples (a relay has one slot). What cannot be parsed gives nothing.
 func gaugesOn(r io.Reader) (on map[string]string, values map[string]float64) {
 	on, values = map[string]string{}, map[string]float64{}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -87,10 +93,11 @@ func gaugesOn(r io.Reader) (on map[string]string, values map[string]float64) {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			switch v, labels := m.GetGauge().GetValue(), m.GetLabel(); {
-			case len(labels) == 0:
+			v, labels := m.GetGauge().GetValue(), m.GetLabel()
+			if old, seen := values[name]; !seen || v > old {
 				values[name] = v
-			case len(labels) == 1 && v == 1:
+			}
+			if len(labels) == 1 && v == 1 {
 				on[name] = labels[0].GetValue()
 			}
 		}

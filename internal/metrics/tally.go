@@ -45,8 +45,11 @@ func (t *Tally) AddTable(table, outcome string) {
 
 // Flush adds the counts to the counters and empties the tally.
 func (t *Tally) Flush() {
+	m := t.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for k, n := range t.tables {
-		t.m.mapped.WithLabelValues(k[0], k[1]).Add(n)
+		m.addLocked(true, k[0], k[1], n)
 		delete(t.tables, k)
 	}
 	// Topics sent to first: a refused event of one counts under its name.
@@ -54,32 +57,18 @@ func (t *Tally) Flush() {
 	// seen: it gets no label value.
 	for k := range t.counts {
 		if !k.refused && k.outcome != Queued {
-			t.m.topic(k.topic, false)
+			m.labelOf(k.topic, false)
 		}
 	}
 	for k, n := range t.counts {
-		delete(t.counts, k)
-		if k.outcome == Queued {
-			t.m.Queued.Add(n)
-			continue
-		}
-		c := t.m.topic(k.topic, k.refused)
 		switch k.outcome {
-		case Published:
-			c.published.Add(n)
-		case Sent:
-			c.sent.Add(n)
-		case Retried:
-			c.retried.Add(n)
+		case Queued:
+			m.Queued.Add(n)
 		case Failed:
-			t.m.mu.Lock()
-			f := c.failed[k.reason]
-			if f == nil {
-				f = t.m.failed.WithLabelValues(c.label, k.reason)
-				c.failed[k.reason] = f
-			}
-			t.m.mu.Unlock()
-			f.Add(n)
+			m.addLocked(false, m.labelOf(k.topic, k.refused), Failed+"/"+k.reason, n)
+		default:
+			m.addLocked(false, m.labelOf(k.topic, k.refused), k.outcome, n)
 		}
+		delete(t.counts, k)
 	}
 }
