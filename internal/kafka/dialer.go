@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -14,6 +15,10 @@ import (
 type dialer struct {
 	cfg Config
 	sc  *sarama.Config
+	// netDial opens the producers' connections; nil: a net.Dialer with
+	// the configured timeout. Tests put a switch here to cut the cluster
+	// off from the producers.
+	netDial func(network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
 	client sarama.Client // nil until the cluster was first reached
@@ -58,12 +63,31 @@ func (d *dialer) producer(ctx context.Context) (sarama.AsyncProducer, error) {
 		d.client = client
 		d.mu.Unlock()
 	}
-	producer, err := sarama.NewAsyncProducer(seeds, d.sc)
+	producer, err := sarama.NewAsyncProducer(seeds, d.producerConfig())
 	if err != nil {
 		return nil, d.explain(err)
 	}
 	return producer, nil
 }
+
+// producerConfig is the sarama configuration of one new producer: its own
+// copy, whose connections go through netDial.
+func (d *dialer) producerConfig() *sarama.Config {
+	sc := *d.sc
+	dial := d.netDial
+	if dial == nil {
+		nd := &net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive}
+		dial = nd.Dial
+	}
+	sc.Net.Proxy.Enable = true
+	sc.Net.Proxy.Dialer = dialFunc(dial)
+	return &sc
+}
+
+// dialFunc is a function as sarama's Net.Proxy.Dialer.
+type dialFunc func(network, addr string) (net.Conn, error)
+
+func (f dialFunc) Dial(network, addr string) (net.Conn, error) { return f(network, addr) }
 
 // probe probes the seed brokers at once and returns those that answered as
 // Kafka. With none, it returns a refusal if any answer proves a setting
