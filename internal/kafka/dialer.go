@@ -41,8 +41,8 @@ type refusal struct{ error }
 
 func (r refusal) Unwrap() error { return r.error }
 
-// producer connects a new producer, and the metadata client first if there
-// is none yet. Only the publisher's recovery (or Open) calls it, one call
+// producer connects a new producer, behind a fence of its own (fence.go),
+// and the metadata client first if there is none yet. Only the publisher's recovery (or Open) calls it, one call
 // at a time. An error that waiting cannot fix is a refusal. Every seed
 // broker is probed first (probe.go) and sarama is given only those that
 // answered as Kafka: sarama must never read a non-Kafka answer.
@@ -63,31 +63,22 @@ func (d *dialer) producer(ctx context.Context) (sarama.AsyncProducer, error) {
 		d.client = client
 		d.mu.Unlock()
 	}
-	producer, err := sarama.NewAsyncProducer(seeds, d.producerConfig())
+	f := newFence(d.netDial)
+	if f.dial == nil {
+		nd := &net.Dialer{Timeout: d.sc.Net.DialTimeout, KeepAlive: d.sc.Net.KeepAlive}
+		f.dial = nd.Dial
+	}
+	sc := *d.sc // the producer's own copy, whose connections go through its fence
+	sc.Net.Proxy.Enable = true
+	sc.Net.Proxy.Dialer = f
+	sc.Producer.Retry.BackoffFunc = f.backoff(sc.Producer.Retry.Backoff)
+	sc.Metadata.Retry.BackoffFunc = f.backoff(sc.Metadata.Retry.Backoff)
+	producer, err := sarama.NewAsyncProducer(seeds, &sc)
 	if err != nil {
 		return nil, d.explain(err)
 	}
-	return producer, nil
+	return &fencedProducer{AsyncProducer: producer, fence: f}, nil
 }
-
-// producerConfig is the sarama configuration of one new producer: its own
-// copy, whose connections go through netDial.
-func (d *dialer) producerConfig() *sarama.Config {
-	sc := *d.sc
-	dial := d.netDial
-	if dial == nil {
-		nd := &net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive}
-		dial = nd.Dial
-	}
-	sc.Net.Proxy.Enable = true
-	sc.Net.Proxy.Dialer = dialFunc(dial)
-	return &sc
-}
-
-// dialFunc is a function as sarama's Net.Proxy.Dialer.
-type dialFunc func(network, addr string) (net.Conn, error)
-
-func (f dialFunc) Dial(network, addr string) (net.Conn, error) { return f(network, addr) }
 
 // probe probes the seed brokers at once and returns those that answered as
 // Kafka. With none, it returns a refusal if any answer proves a setting
