@@ -25,7 +25,10 @@ var errFenced = errors.New("kafka producer fenced off after an outage")
 // can reach the cluster any more: it all comes back failed, and the next
 // producer resends it in the original order. A request written before the
 // fence shut may still have been appended; its resend is then a duplicate,
-// behind it and so in order.
+// behind it and so in order. One case is left: sarama may send a later
+// batch in the moment between giving up on a batch and the publisher
+// reading that error (microseconds), and if the cluster came back in
+// exactly that moment, that batch lands ahead of the resend.
 type fence struct {
 	dial  func(network, addr string) (net.Conn, error)
 	mu    sync.Mutex
