@@ -47,7 +47,7 @@ log "go test -race ./... on PostgreSQL $MAJOR"
 echo "== PostgreSQL $MAJOR: the whole suite" >>"$OUTBOX_TEST_REPORT"
 # The chaos test (internal/e2e) runs a fresh seed each time: its faults last
 # OUTBOX_CHAOS_DURATION here, and its short default on the other majors.
-OUTBOX_CHAOS_DURATION=${OUTBOX_CHAOS_DURATION:-75s} go test -race -timeout 15m "$@" ./... || status=$?
+OUTBOX_CHAOS_DURATION=${OUTBOX_CHAOS_DURATION:-60s} go test -race -timeout 15m "$@" ./... || status=$?
 
 if $every_major; then
   first=$MAJOR

@@ -32,7 +32,7 @@ const (
 	// unset: chaosDurationDefault, short, as on every major but the first
 	// in scripts/test.sh, which runs it longer.
 	chaosDurationEnv     = "OUTBOX_CHAOS_DURATION"
-	chaosDurationDefault = 15 * time.Second
+	chaosDurationDefault = 10 * time.Second
 )
 
 // The chaos relays' settings: duplicates are bounded by the window, and a
