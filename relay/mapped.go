@@ -65,7 +65,7 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	if err == nil {
 		err = e.Build(kafka.Event{ID: e.id, Topic: []byte(rec.Topic), Key: rec.Key, Value: rec.Value,
 			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
-			Partition: rec.Partition, Partitioned: rec.Partition >= 0})
+			Partition: rec.Partition, Partitioned: rec.Partition >= 0, KeylessTombstone: m.table.Debezium})
 	}
 	if err == nil && m.ce != nil {
 		e.ceAttrs = rec.CE
@@ -134,7 +134,8 @@ func fillFromCopy(e *event, id [16]byte, c *store.Copy, ce *ceWriter, t *mapping
 			hs = append(hs, kafka.Header{Key: []byte(h[0]), Value: []byte(h[1])})
 		}
 		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.Key, Value: c.Value, Placed: hs,
-			EventType: c.EventType, Timestamp: c.CreatedAt, Partition: c.Partition, Partitioned: c.Partition >= 0})
+			EventType: c.EventType, Timestamp: c.CreatedAt, Partition: c.Partition, Partitioned: c.Partition >= 0,
+			KeylessTombstone: t != nil && t.Debezium})
 	}
 	if err == nil && ce != nil {
 		e.ceAttrs = attrs

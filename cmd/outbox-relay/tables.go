@@ -90,8 +90,8 @@ func loadTables(cfg *relay.Config, o runOpts, log *zap.Logger) error {
 // describe says in one line how t maps.
 func describe(t *mapping.Table) string {
 	parts := []string{"id=" + t.ID, "payload=" + t.Payload, "topic=" + t.Topic}
-	if t.TopicRegex != nil {
-		parts = append(parts, fmt.Sprintf("topic regex %q → %q", t.TopicRegex, t.TopicReplacement))
+	if t.TopicRouter != nil {
+		parts = append(parts, fmt.Sprintf("topic regex %q → %q", t.TopicRouter, t.TopicRouter.Replacement()))
 	}
 	if t.Key != "" {
 		parts = append(parts, "key="+t.Key)

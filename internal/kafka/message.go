@@ -35,6 +35,9 @@ type Event struct {
 	// places the record by its key.
 	Partition   int32
 	Partitioned bool
+	// KeylessTombstone allows a tombstone without a key, as Debezium
+	// produces one (a compacted topic refuses it).
+	KeylessTombstone bool
 }
 
 // Header is one record header; the slices may alias the row's buffers.
@@ -76,7 +79,7 @@ func (m *Message) Build(ev Event) error {
 	}
 	if ev.Value != nil {
 		r.Value = sarama.ByteEncoder(ev.Value)
-	} else if ev.Key == nil {
+	} else if ev.Key == nil && !ev.KeylessTombstone {
 		return errors.New("a tombstone needs a key: payload and key are both NULL")
 	}
 	if ev.Headers != nil {

@@ -101,6 +101,8 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 		c, ok := cols[u.Column]
 		option := t.option(u.Use)
 		switch {
+		case !ok && t.PlacementsIfPresent && u.placement():
+			continue // left out, as Debezium's table.field.additional.missing=ignore does
 		case !ok:
 			problems = append(problems, fmt.Sprintf("%s: %s names column %q (%s), which %s does not have",
 				where, option, u.Column, u.Use, t.QualifiedName()))

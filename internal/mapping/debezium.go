@@ -2,6 +2,7 @@ package mapping
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/magiconair/properties"
 )
@@ -26,6 +28,8 @@ const (
 	stringConverter   = "org.apache.kafka.connect.storage.StringConverter"
 	byteConverter     = "org.apache.kafka.connect.converters.ByteArrayConverter"
 	simpleHeaders     = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
+	// binaryDataConverter writes bytes as ByteArrayConverter does.
+	binaryDataConverter = "io.debezium.converters.BinaryDataConverter"
 )
 
 // Debezium is what the relay takes from a Debezium connector's
@@ -64,10 +68,20 @@ var routerDefaults = map[string]string{
 	"table.fields.additional.placement": "",
 	"route.tombstone.on.empty.payload":  "false",
 	"table.expand.json.payload":         "false",
-	// Options whose only effect the relay has anyway.
+	// A placed column the table lacks: error (the relay refuses the
+	// table at start) or ignore (the placement is left out).
 	"table.fields.additional.error.on.missing": "true",
-	"debezium.op.invalid.behavior":             "warn",
-	"table.json.payload.null.behavior":         "ignore",
+	"table.field.additional.missing":           "",
+	// UPDATEs: warn and error drop them, as the relay, which reads
+	// inserts only, does; fatal is refused.
+	"table.op.invalid.behavior":    "",
+	"debezium.op.invalid.behavior": "",
+	// Expansion of JSON payloads: whether a JSON null member is kept.
+	"table.json.payload.null.behavior": "ignore",
+	// Debezium 1.x's event type column, no longer read.
+	"table.field.event.type": "type",
+	// The version of the value's schema (JsonConverter with schemas).
+	"table.field.event.schema.version": "",
 	// Trace context: the span context column's traceparent and tracestate
 	// become the record's W3C headers. The relay starts no span of its
 	// own, so the operation name and the context-only switch change
@@ -177,19 +191,25 @@ func ParseDebezium(file string, cfg map[string]string) (*Debezium, error) {
 	names := p.tableNames()
 	keyConv := p.converter("key")
 	valueConv := p.converter("value")
+	headerConv := p.headerConverter()
+	context := p.contextHeaders()
 	if router != "" {
 		for _, name := range names {
 			t := p.table(router, name)
-			t.KeyConverter, t.ValueConverter = keyConv, valueConv
+			t.KeyConverter, t.ValueConverter, t.HeaderConverter = keyConv, valueConv, headerConv
+			t.Debezium, t.ContextHeaders = true, context
+			if headerConv == JSON {
+				t.ContextHeaders = make([]Header, len(context))
+				for i, h := range context {
+					t.ContextHeaders[i] = Header{Name: h.Name, Value: jsonString(h.Value)}
+				}
+			}
 			p.combinations(t, "transforms."+router+".")
 			d.Tables = append(d.Tables, t)
 		}
 		if len(names) == 0 && p.get("table.include.list") == "" && p.get("table.whitelist") == "" {
 			p.unsupported("table.include.list", "not set: name the outbox table(s)")
 		}
-	}
-	if hc := p.get("header.converter"); hc != "" && hc != simpleHeaders && hc != stringConverter {
-		p.unsupported("header.converter", fmt.Sprintf("%q: headers are written as strings (%s)", hc, simpleHeaders))
 	}
 	d.DatabaseURL = p.databaseURL()
 	for k, v := range cfg {
@@ -294,15 +314,88 @@ func (p *debeziumParser) tableNames() []string {
 	return names
 }
 
+// headerConverter reads header.converter: SimpleHeaderConverter (Kafka
+// Connect's default) or StringConverter write a header's text, JsonConverter
+// its JSON.
+func (p *debeziumParser) headerConverter() Converter {
+	class := p.get("header.converter")
+	schemas := strings.ToLower(p.get("header.converter.schemas.enable"))
+	switch class {
+	case "", simpleHeaders, stringConverter:
+		return Raw
+	case jsonConverter:
+		if schemas == "false" {
+			return JSON
+		}
+		p.unsupported("header.converter.schemas.enable", fmt.Sprintf("%q: with %s the relay writes headers without schemas (false)", schemas, jsonConverter))
+	default:
+		p.unsupported("header.converter", fmt.Sprintf("%q: the relay writes headers as %s or %s (schemas.enable=false) does", class, simpleHeaders, jsonConverter))
+	}
+	return Raw
+}
+
+// contextHeaders are Debezium's __debezium.context.* headers, unless
+// extended.headers.enabled=false. The run id is drawn at each start, as a
+// Debezium task draws its own.
+func (p *debeziumParser) contextHeaders() []Header {
+	switch v := strings.ToLower(p.get("extended.headers.enabled")); v {
+	case "false":
+		return nil
+	case "", "true":
+	default:
+		p.unsupported("extended.headers.enabled", fmt.Sprintf("%q: want true or false", v))
+		return nil
+	}
+	name := p.get("topic.prefix")
+	if name == "" {
+		name = p.get("database.server.name")
+	}
+	return []Header{
+		{Name: []byte("__debezium.context.connectorLogicalName"), Value: []byte(name)},
+		{Name: []byte("__debezium.context.taskId"), Value: []byte("0")},
+		{Name: []byte("__debezium.context.connectorName"), Value: []byte("postgresql")},
+		{Name: []byte("__debezium.context.runId"), Value: uuidV7(time.Now())},
+	}
+}
+
+// uuidV7 is a random UUID of version 7 (its first 48 bits the time in ms).
+func uuidV7(now time.Time) []byte {
+	var u [16]byte
+	_, _ = rand.Read(u[6:])
+	ms := uint64(now.UnixMilli()) //nolint:gosec // after 1970
+	for i := 0; i < 6; i++ {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	u[6] = u[6]&0x0f | 0x70
+	u[8] = u[8]&0x3f | 0x80
+	return formatUUID(u[:])
+}
+
 // converter reads key.converter or value.converter. Unset, it is Kafka
 // Connect's worker default, JsonConverter with schemas.
 func (p *debeziumParser) converter(which string) Converter {
 	option := which + ".converter"
 	class := p.get(option)
 	schemas := p.get(option + ".schemas.enable")
+	if class == binaryDataConverter {
+		// Debezium's BinaryDataConverter writes bytes as they are and
+		// hands any other value to its delegate.
+		delegate := p.get(option + ".delegate.converter.type")
+		if delegate != "" && delegate != jsonConverter {
+			p.unsupported(option+".delegate.converter.type", fmt.Sprintf("%q: the relay's delegate is %s", delegate, jsonConverter))
+		}
+		if d := strings.ToLower(p.get(option + ".delegate.converter.type.schemas.enable")); d != "" && d != "true" && d != "false" {
+			p.unsupported(option+".delegate.converter.type.schemas.enable", fmt.Sprintf("%q: want true or false", d))
+		}
+	}
+	switch v := strings.ToLower(p.get(option + ".replace.null.with.default")); v {
+	case "", "true": // Connect's default: a NULL with a column default is written as the default
+	default:
+		p.unsupported(option+".replace.null.with.default", fmt.Sprintf("%q: the relay writes a column's default in place of NULL, as Connect does by default", v))
+	}
 	for k := range p.cfg {
-		if strings.HasPrefix(k, option+".") && k != option+".schemas.enable" {
-			p.unsupported(k, "converter settings other than schemas.enable are not supported")
+		if strings.HasPrefix(k, option+".") && !p.used[k] {
+			p.unsupported(k, "a converter setting the relay does not know")
 		}
 	}
 	switch class {
@@ -316,7 +409,7 @@ func (p *debeziumParser) converter(which string) Converter {
 		p.unsupported(option+".schemas.enable", fmt.Sprintf("%q: want true or false", schemas))
 	case stringConverter:
 		return String
-	case byteConverter, "io.debezium.converters.BinaryDataConverter", "io.debezium.converters.ByteBufferConverter":
+	case byteConverter, binaryDataConverter, "io.debezium.converters.ByteBufferConverter":
 		return Bytes
 	default:
 		p.unsupported(option, fmt.Sprintf("%q: the relay writes %s, %s and %s", class, stringConverter, jsonConverter, byteConverter))
@@ -363,19 +456,51 @@ func (p *debeziumParser) table(router, name string) *Table {
 	opt("tracing.with.context.field.only") // nor one for events without a context
 	t.Options["trace context"] = prefix + "tracing.span.context.field"
 	t.Topic = "${" + opt("route.by.field") + "}"
-	re := strings.ReplaceAll(opt("route.topic.regex"), "(?<", "(?P<")
-	if t.TopicRegex, err = regexp.Compile(re); err != nil {
+	if t.TopicRouter, err = NewTopicRouter(opt("route.topic.regex"), opt("route.topic.replacement")); err != nil {
 		p.unsupported(prefix+"route.topic.regex", err.Error())
 	}
-	t.TopicReplacement = opt("route.topic.replacement")
 	if t.ExpandJSON, err = strconv.ParseBool(opt("table.expand.json.payload")); err != nil {
 		p.unsupported(prefix+"table.expand.json.payload", "want true or false")
 	}
-	if _, err := strconv.ParseBool(opt("route.tombstone.on.empty.payload")); err != nil {
+	if t.TombstoneOnEmpty, err = strconv.ParseBool(opt("route.tombstone.on.empty.payload")); err != nil {
 		p.unsupported(prefix+"route.tombstone.on.empty.payload", "want true or false")
 	}
-	if v := opt("table.fields.additional.error.on.missing"); v != "true" {
-		p.unsupported(prefix+"table.fields.additional.error.on.missing", "a missing column always stops the relay at start")
+	switch v := strings.ToLower(opt("table.fields.additional.error.on.missing")); v {
+	case "true":
+	case "false":
+		t.PlacementsIfPresent = true
+	default:
+		p.unsupported(prefix+"table.fields.additional.error.on.missing", fmt.Sprintf("%q: want true or false", v))
+	}
+	switch v := strings.ToLower(opt("table.field.additional.missing")); v {
+	case "", "error":
+	case "ignore", "warn":
+		t.PlacementsIfPresent = true
+	default:
+		p.unsupported(prefix+"table.field.additional.missing", fmt.Sprintf("%q: want error, warn or ignore", v))
+	}
+	for _, o := range []string{"table.op.invalid.behavior", "debezium.op.invalid.behavior"} {
+		switch v := strings.ToLower(opt(o)); v {
+		case "", "warn", "error": // UPDATEs dropped: the relay reads inserts only
+		case "fatal":
+			p.unsupported(prefix+o, "fatal: the relay reads inserts only, so it cannot stop at an UPDATE as Debezium does; "+
+				"use warn (UPDATEs are never published either way)")
+		default:
+			p.unsupported(prefix+o, fmt.Sprintf("%q: want warn, error or fatal", v))
+		}
+	}
+	switch v := strings.ToLower(opt("table.json.payload.null.behavior")); v {
+	case "ignore":
+	case "optional_bytes":
+		t.ExpandNulls = true
+	default:
+		p.unsupported(prefix+"table.json.payload.null.behavior", fmt.Sprintf("%q: want ignore or optional_bytes", v))
+	}
+	opt("table.field.event.type") // Debezium 2+ reads it no more: the type is placed like any column
+	t.SchemaVersion = opt("table.field.event.schema.version")
+	t.ConnectorName = p.cfg["topic.prefix"]
+	if t.ConnectorName == "" {
+		t.ConnectorName = p.cfg["database.server.name"]
 	}
 	p.placements(t, prefix, opt("table.fields.additional.placement"))
 	return t
@@ -384,15 +509,19 @@ func (p *debeziumParser) table(router, name string) *Table {
 // combinations refuses transform options that the value converter cannot
 // serve as Debezium would.
 func (p *debeziumParser) combinations(t *Table, prefix string) {
-	if t.ExpandJSON && t.ValueConverter == JSONSchema {
+	switch {
+	case t.ExpandJSON && t.ValueConverter == JSONSchema:
 		p.unsupported(prefix+"table.expand.json.payload",
-			"with value.converter.schemas.enable=true Debezium infers a schema from each payload, which the relay does not; "+
+			"with value.converter.schemas.enable=true Debezium infers a schema from each payload, which the relay does not write; "+
 				"set value.converter.schemas.enable=false")
+	case t.ExpandJSON && t.ValueConverter != JSON:
+		p.unsupported(prefix+"table.expand.json.payload",
+			fmt.Sprintf("needs value.converter=%s with schemas.enable=false; the converter is %s", jsonConverter, t.ValueConverter))
 	}
 	for _, pl := range t.Placements {
-		if pl.Envelope && t.ValueConverter != JSON {
+		if pl.Envelope && t.ValueConverter != JSON && t.ValueConverter != JSONSchema {
 			p.unsupported(prefix+"table.fields.additional.placement",
-				fmt.Sprintf("%s:envelope needs value.converter=%s with schemas.enable=false (the relay writes the envelope as JSON); the converter is %s",
+				fmt.Sprintf("%s:envelope needs value.converter=%s (the relay writes the envelope as JSON); the converter is %s",
 					pl.Column, jsonConverter, t.ValueConverter))
 			return
 		}
@@ -411,11 +540,14 @@ func (p *debeziumParser) placements(t *Table, prefix, list string) {
 			p.unsupported(option, fmt.Sprintf("%q: want column:placement[:alias]", item))
 			continue
 		}
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
 		pl := Placement{Column: parts[0], Alias: parts[0]}
 		if len(parts) == 3 {
 			pl.Alias = parts[2]
 		}
-		switch parts[1] {
+		switch strings.ToLower(parts[1]) {
 		case "header":
 		case "envelope":
 			pl.Envelope = true
