@@ -47,12 +47,7 @@ import (
 // too. A case listed here that passes fails the test, so the list stays
 // true.
 var knownDifferences = map[string]string{
-	"p03-docs-expand-docs-config":          "table.expand.json.payload with value.converter.schemas.enable=true is refused at start: the relay does not write the schema Debezium infers from each payload",
-	"p31-tombstone-blocked-by-default":     "column DEFAULTs are not applied: a NULL payload whose column has a DEFAULT is a tombstone, where Debezium writes the default",
-	"p36-defaults-key-and-payload":         "column DEFAULTs are not applied: NULL is written where Debezium writes the default, and schemas lack \"default\"",
-	"p37-defaults-function-placeholders":   "column DEFAULTs are not applied: NULL is written where Debezium writes its placeholder, and schemas lack \"default\"",
-	"p38-id-uuid-uppercase-header-default": "column DEFAULTs are not applied: a placed header whose column is NULL with a DEFAULT has a null value",
-	"p48-tracing-without-opentelemetry":    "the relay passes the tracingspancontext column on as traceparent/tracestate headers; Debezium without OpenTelemetry adds none",
+	"p48-tracing-without-opentelemetry": "the relay passes the tracingspancontext column on as traceparent/tracestate headers; Debezium without OpenTelemetry adds none",
 }
 
 // relayOwnHeader is the header the relay adds after Debezium's (README:

@@ -67,6 +67,7 @@ func Check(ctx context.Context, db Querier, publication string, tables []*Table)
 type catalogColumn struct {
 	oid                        uint32
 	notNull, unique, generated bool
+	defaultExpr                *string
 }
 
 func (t *Table) check(ctx context.Context, db Querier, publication string) (problems []string, published bool, err error) {
@@ -80,7 +81,7 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 		var name string
 		var oid int64
 		var c catalogColumn
-		if err := rows.Scan(&name, &oid, &c.notNull, &c.unique, &c.generated); err != nil {
+		if err := rows.Scan(&name, &oid, &c.notNull, &c.unique, &c.generated, &c.defaultExpr); err != nil {
 			return nil, false, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
 		}
 		c.oid = uint32(oid) //nolint:gosec // an OID
@@ -94,7 +95,7 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 	if len(cols) == 0 {
 		return []string{fmt.Sprintf("%s: table %s does not exist (or is not a table)", where, t.QualifiedName())}, true, nil
 	}
-	read := &catalog{notNull: map[string]bool{},
+	read := &catalog{notNull: map[string]bool{}, defaults: map[string]string{},
 		ordered: cols[OrderCreatedAt].oid == OIDTimestamptz && cols[OrderSeq].oid == OIDInt8, payloadOID: cols[t.Payload].oid}
 	defer t.catalog.Store(read)
 	for _, u := range t.Columns() {
@@ -119,6 +120,9 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 				where, option, u.Column, t.QualifiedName()))
 		}
 		read.notNull[u.Column] = c.notNull
+		if c.defaultExpr != nil {
+			read.defaults[u.Column] = *c.defaultExpr
+		}
 	}
 	if publication == "" { // poll mode: no stream
 		return problems, true, nil

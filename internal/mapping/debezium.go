@@ -510,11 +510,11 @@ func (p *debeziumParser) table(router, name string) *Table {
 // serve as Debezium would.
 func (p *debeziumParser) combinations(t *Table, prefix string) {
 	switch {
-	case t.ExpandJSON && t.ValueConverter == JSONSchema:
+	case t.ExpandJSON && t.ValueConverter == JSONSchema && slices.ContainsFunc(t.Placements, func(p Placement) bool { return p.Envelope }):
 		p.unsupported(prefix+"table.expand.json.payload",
-			"with value.converter.schemas.enable=true Debezium infers a schema from each payload, which the relay does not write; "+
+			"with envelope placements and value.converter.schemas.enable=true the relay does not write the struct Debezium infers; "+
 				"set value.converter.schemas.enable=false")
-	case t.ExpandJSON && t.ValueConverter != JSON:
+	case t.ExpandJSON && t.ValueConverter != JSON && t.ValueConverter != JSONSchema:
 		p.unsupported(prefix+"table.expand.json.payload",
 			fmt.Sprintf("needs value.converter=%s with schemas.enable=false; the converter is %s", jsonConverter, t.ValueConverter))
 	}

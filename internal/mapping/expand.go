@@ -42,34 +42,45 @@ type jnode struct {
 // expandJSON returns the expanded payload, or ok false when Debezium keeps
 // the text as a string; err when Debezium's task fails on it.
 func expandJSON(text []byte, keepNulls bool) (out []byte, ok bool, err error) {
+	out, _, ok, err = expandJSONSchema(text, keepNulls)
+	return out, ok, err
+}
+
+// expandJSONSchema is expandJSON that also returns the schema Debezium
+// infers, as JsonConverter writes it with schemas ("" for the top-level
+// empty array, which loses it).
+func expandJSONSchema(text []byte, keepNulls bool) (out []byte, schema string, ok bool, err error) {
 	trimmed := bytes.TrimSpace(text)
 	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
 	n, err := parseJNode(dec)
 	if err != nil {
-		return nil, false, nil // not JSON: kept
+		return nil, "", false, nil // not JSON: kept
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	if n.kind == "array" {
 		if len(n.vals) == 0 {
-			return []byte(`"[]"`), true, nil // the schema is lost: the text, as a string
+			return []byte(`"[]"`), "", true, nil // the schema is lost: the text, as a string
 		}
-		return nil, false, fmt.Errorf("%w: a top-level array", errExpandFails)
+		return nil, "", false, fmt.Errorf("%w: a top-level array", errExpandFails)
 	}
-	if _, err := schemaOfJNode(n, keepNulls); err != nil {
+	js, err := schemaOfJNode(n, keepNulls)
+	if err != nil {
 		if errors.Is(err, errExpandKeeps) {
-			return nil, false, nil
+			return nil, "", false, nil
 		}
-		return nil, false, err
+		return nil, "", false, err
 	}
 	var buf bytes.Buffer
 	writeJNode(&buf, n, keepNulls, nil)
-	return buf.Bytes(), true, nil
+	var sb bytes.Buffer
+	writeJSchema(&sb, js, "payload")
+	return buf.Bytes(), sb.String(), true, nil
 }
 
 func parseJNode(dec *json.Decoder) (*jnode, error) {
@@ -347,4 +358,36 @@ func javaDouble(f float64) string {
 		frac = "0"
 	}
 	return sign + digits[:1] + "." + frac + "E" + strconv.Itoa(exp)
+}
+
+// writeJSchema writes s as JsonConverter writes the Connect schema
+// Debezium builds: every field optional, structs named by their path from
+// "payload" (an array's struct by the array's).
+func writeJSchema(buf *bytes.Buffer, s *jschema, name string) {
+	switch s.kind {
+	case "struct":
+		buf.WriteString(`{"type":"struct","fields":[`)
+		for i, k := range s.keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			var f bytes.Buffer
+			writeJSchema(&f, s.fields[i], name+"."+k)
+			buf.Write(f.Bytes()[:f.Len()-1])
+			buf.WriteString(`,"field":`)
+			buf.Write(jsonString([]byte(k)))
+			buf.WriteByte('}')
+		}
+		buf.WriteString(`],"optional":true,"name":`)
+		buf.Write(jsonString([]byte(name)))
+		buf.WriteByte('}')
+	case "array":
+		buf.WriteString(`{"type":"array","items":`)
+		writeJSchema(buf, s.elem, name)
+		buf.WriteString(`,"optional":true}`)
+	case "float64":
+		buf.WriteString(`{"type":"double","optional":true}`)
+	default:
+		buf.WriteString(`{"type":"` + s.kind + `","optional":true}`)
+	}
 }

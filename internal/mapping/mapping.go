@@ -140,9 +140,10 @@ type Table struct {
 
 // catalog is what Check read of a table.
 type catalog struct {
-	notNull    map[string]bool // which mapped columns are NOT NULL
-	ordered    bool            // the order columns exist (order.go)
-	payloadOID uint32          // the payload column's type
+	notNull    map[string]bool   // which mapped columns are NOT NULL
+	defaults   map[string]string // mapped columns' DEFAULT expressions (pg_get_expr)
+	ordered    bool              // the order columns exist (order.go)
+	payloadOID uint32            // the payload column's type
 }
 
 // QualifiedName is the table's schema-qualified name as users write it.

@@ -52,7 +52,7 @@ func TestParseDebezium_NamesEveryUnsupportedOption(t *testing.T) {
 		"transforms.outbox.type": EventRouter,
 		"transforms.outbox.table.fields.additional.placement": "p:footer",
 		"transforms.outbox.tracing.no.such.option":            "x",
-		"transforms.outbox.table.no.such.option":             "v",
+		"transforms.outbox.table.no.such.option":              "v",
 		"transforms.route.type":                               "org.apache.kafka.connect.transforms.RegexRouter",
 		"value.converter":                                     "io.confluent.connect.avro.AvroConverter",
 		"value.converter.schema.registry.url":                 "http://registry",

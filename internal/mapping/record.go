@@ -63,6 +63,12 @@ type Bound struct {
 	seq      int               // the index of outbox_seq; -1: none
 	trace    int               // the index of the trace context column; -1: none
 	routes   map[string]string // route value -> topic through t.TopicRouter (few values, many rows)
+	// defaults are Debezium's column defaults by column index (nil
+	// without any), put in place of a NULL in every column but those
+	// read with Connect's typed getters (topic, timestamp, partition);
+	// defaultJSON the same by column name, for schemas.
+	defaults    map[int]columnDefault
+	defaultJSON map[string]string
 }
 
 // topicPart is literal text, or the value of the column it names.
@@ -78,8 +84,9 @@ const maxRoutes = 4096
 // are NOT NULL, for the JSON converter's schemas.
 func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	b := &Bound{t: t, rel: rel, idx: map[string]int{}, seq: -1, trace: -1}
+	var exprs map[string]string
 	if c := t.catalog.Load(); c != nil {
-		b.notNull = c.notNull
+		b.notNull, exprs = c.notNull, c.defaults
 	}
 	if i := rel.ColumnIndex(OrderSeq); i >= 0 && rel.Columns[i].TypeOID == OIDInt8 {
 		b.seq = i
@@ -120,6 +127,9 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	if t.IDHeader != "" {
 		b.idHeader = []byte(t.IDHeader)
 	}
+	if t.Debezium {
+		b.bindDefaults(exprs)
+	}
 	for _, p := range t.Placements {
 		b.aliases = append(b.aliases, []byte(p.Alias))
 		if p.Envelope {
@@ -127,6 +137,52 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 		}
 	}
 	return b, nil
+}
+
+// bindDefaults reads the mapped columns' defaults as Debezium does.
+func (b *Bound) bindDefaults(exprs map[string]string) {
+	typed := map[string]bool{b.t.Timestamp: true}
+	for _, c := range templateColumns(b.t.Topic) {
+		typed[c] = true
+	}
+	for _, p := range b.t.Placements {
+		if p.Partition {
+			typed[p.Column] = true
+		}
+	}
+	for col, expr := range exprs {
+		i, ok := b.idx[col]
+		if !ok {
+			continue
+		}
+		d, ok := debeziumDefault(b.rel.Columns[i].TypeOID, expr)
+		if !ok {
+			continue
+		}
+		if b.defaultJSON == nil {
+			b.defaults, b.defaultJSON = map[int]columnDefault{}, map[string]string{}
+		}
+		b.defaultJSON[col] = d.json
+		if !typed[col] {
+			b.defaults[i] = d
+		}
+	}
+}
+
+// withDefaults returns values with each NULL that has a default replaced
+// by it (a copy, only when there is one).
+func (b *Bound) withDefaults(values [][]byte) [][]byte {
+	copied := false
+	for i, d := range b.defaults {
+		if values[i] != nil {
+			continue
+		}
+		if !copied {
+			values, copied = append([][]byte(nil), values...), true
+		}
+		values[i] = d.value
+	}
+	return values
 }
 
 // EventID is the status row id of the event id in table: the first 16
@@ -148,6 +204,9 @@ func EventID(table, id string) [16]byte {
 func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 	t := b.t
 	var r Record
+	if b.defaults != nil {
+		values = b.withDefaults(values)
+	}
 	id, err := b.text(t.ID, values)
 	if err != nil {
 		return r, err
@@ -315,19 +374,22 @@ func (b *Bound) value(values [][]byte) ([]byte, error) {
 			return b.null(t.Payload, t.ValueConverter), nil
 		}
 		payload = []byte("null")
-	case t.ExpandJSON && conv == JSON && stringType(b.rel.Columns[b.idx[t.Payload]].TypeOID):
+	case t.ExpandJSON && (conv == JSON || conv == JSONSchema) && stringType(b.rel.Columns[b.idx[t.Payload]].TypeOID):
 		text, err := b.text(t.Payload, values)
 		if err != nil {
 			return nil, err
 		}
-		expanded, ok, err := expandJSON(text, t.ExpandNulls)
+		expanded, schema, ok, err := expandJSONSchema(text, t.ExpandNulls)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("payload column %s (table.expand.json.payload): %w", t.Payload, err)
-		case ok:
+		case ok && conv == JSONSchema && schema != "":
+			payload = append(append(append([]byte(`{"schema":`), schema...), `,"payload":`...), expanded...)
+			payload = append(payload, '}')
+		case ok && conv == JSON:
 			payload = expanded
 		default:
-			payload = jsonString(text)
+			payload = b.convert(t.Payload, values, conv)
 		}
 	default:
 		payload = b.convert(t.Payload, values, conv)
@@ -373,7 +435,7 @@ func (b *Bound) envelopeSchema(buf *bytes.Buffer, values [][]byte) error {
 	t := b.t
 	field := func(col, name string) {
 		oid := b.rel.Columns[b.idx[col]].TypeOID
-		s := schemaOf(oid, !b.notNull[col])
+		s := schemaOf(oid, !b.notNull[col], b.defaultJSON[col])
 		buf.WriteString(s[:len(s)-1])
 		buf.WriteString(`,"field":`)
 		buf.Write(jsonString([]byte(name)))
@@ -436,7 +498,7 @@ func (b *Bound) null(col string, conv Converter) []byte {
 	case JSON:
 		return []byte("null")
 	case JSONSchema:
-		return []byte(`{"schema":` + schemaOf(b.rel.Columns[b.idx[col]].TypeOID, true) + `,"payload":null}`)
+		return []byte(`{"schema":` + schemaOf(b.rel.Columns[b.idx[col]].TypeOID, true, b.defaultJSON[col]) + `,"payload":null}`)
 	}
 	return nil
 }
@@ -477,7 +539,7 @@ func (b *Bound) convert(col string, values [][]byte, conv Converter) []byte {
 	}
 	var buf bytes.Buffer
 	buf.WriteString(`{"schema":`)
-	buf.WriteString(schemaOf(oid, !b.notNull[col]))
+	buf.WriteString(schemaOf(oid, !b.notNull[col], b.defaultJSON[col]))
 	buf.WriteString(`,"payload":`)
 	buf.Write(jsonOf(oid, v, text))
 	buf.WriteByte('}')
@@ -508,7 +570,7 @@ func stringType(oid uint32) bool {
 
 // schemaOf is a column's Kafka Connect schema as JsonConverter writes it
 // (type, optional, then name and version for Debezium's semantic types).
-func schemaOf(oid uint32, optional bool) string {
+func schemaOf(oid uint32, optional bool, dflt string) string {
 	typ, name := "string", ""
 	switch oid {
 	case OIDInt2:
@@ -533,6 +595,9 @@ func schemaOf(oid uint32, optional bool) string {
 	s := `{"type":"` + typ + `","optional":` + strconv.FormatBool(optional)
 	if name != "" {
 		s += `,"name":"` + name + `","version":1`
+	}
+	if dflt != "" {
+		s += `,"default":` + dflt
 	}
 	return s + "}"
 }
