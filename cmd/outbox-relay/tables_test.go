@@ -172,3 +172,27 @@ func TestSecrets_TheDatabaseURLAndSASLPasswordCanComeFromFiles(t *testing.T) {
 		t.Errorf("a password given twice: exit %d\n%s", code, errOut)
 	}
 }
+
+func TestMigrate_ADebeziumConfigBeforeTheFirstRunCreatesThePublicationItNames(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	u, _ := url.Parse(dbURL)
+	pub := "pub_" + strings.TrimPrefix(u.Path, "/outbox_test_") // publications are per database; a name of its own all the same
+	execSQL(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb)`)
+	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+		"table.include.list": "public.outboxevent", "transforms": "outbox",
+		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`)
+	run := cliAs(context.Background(), dbURL)
+	for range 2 { // idempotent
+		if out, errOut, code := run("migrate", "--debezium-config", file, "--publication", pub); code != 0 {
+			t.Fatalf("migrate before the first run: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_publication_tables WHERE pubname = $1
+		AND (schemaname, tablename) IN (('public', 'outboxevent'), ('outbox', 'events'))`, pub); n != 2 {
+		t.Fatalf("publication %s holds %d of outbox.events and public.outboxevent, want both", pub, n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_publication WHERE pubname = $1 AND pubinsert AND NOT pubupdate`, pub); n != 1 {
+		t.Fatalf("publication %s does not publish inserts only", pub)
+	}
+}

@@ -160,15 +160,22 @@ func (t *Table) option(use string) string {
 }
 
 // PublicationSQL is the statement that adds t to publication unless it is
-// in it already: what `migrate` runs and `migrate --print` prints for a
-// mapped table. Besides the order columns (OrderSQL), the relay adds
-// nothing to the table (no trigger): it reads the stream and keeps its own
-// copies.
+// in it already, creating the publication (with outbox.events, inserts
+// only, as the relay creates it) when it does not exist yet, so that
+// `migrate` works before the relay's first start: what `migrate` runs and
+// `migrate --print` prints for a mapped table. Besides the order columns
+// (OrderSQL), the relay adds nothing to the table (no trigger): it reads
+// the stream and keeps its own copies.
 func (t *Table) PublicationSQL(publication string) string {
 	lit := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	pub := pgx.Identifier{publication}.Sanitize()
+	create := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE outbox.events, %s WITH (publish = 'insert'", pub, t.Ident())
 	return fmt.Sprintf(`DO $$ BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s AND tablename = %s) THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = %s) THEN
+        EXECUTE %s || CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 180000
+                          THEN ', publish_generated_columns = stored)' ELSE ')' END;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s AND tablename = %s) THEN
         ALTER PUBLICATION %s ADD TABLE %s;
     END IF;
-END $$;`, lit(publication), lit(t.Schema), lit(t.Name), pgx.Identifier{publication}.Sanitize(), t.Ident())
+END $$;`, lit(publication), lit(create), lit(publication), lit(t.Schema), lit(t.Name), pub, t.Ident())
 }

@@ -42,6 +42,9 @@ type Debezium struct {
 	// Notes say, one per option, what the relay does with options that do
 	// not change what it publishes (logged at start).
 	Notes []string
+	// Warnings say what the relay assumed that the configuration leaves
+	// open (logged at warn).
+	Warnings []string
 }
 
 // Unsupported lists options of a Debezium configuration the relay does not
@@ -112,8 +115,6 @@ var connectorNotes = map[string]string{
 	"max.batch.size":              "see --batch-size",
 	"max.queue.size":              "see --max-in-flight",
 	"poll.interval.ms":            "the relay streams without polling",
-	"time.precision.mode":         "timestamps are read as timestamps",
-	"decimal.handling.mode":       "numeric columns are refused at start",
 	"errors.tolerance":            "a bad event becomes FAILED; the stream goes on",
 	"errors.log.enable":           "a FAILED event is logged",
 	"errors.log.include.messages": "a FAILED event is logged",
@@ -126,10 +127,80 @@ var connectorNotes = map[string]string{
 	"key.converter.schemas.enable": "", "value.converter.schemas.enable": "",
 }
 
+// connectorPrefixNotes are families of Debezium PostgreSQL connector
+// options that change nothing the relay publishes for an outbox table,
+// with why.
+var connectorPrefixNotes = []struct{ prefix, note string }{
+	{"snapshot.", "the relay takes no snapshot (see README: Coming from Debezium)"},
+	{"incremental.snapshot.", "the relay takes no snapshot"},
+	{"signal.", "the relay reads no signals"},
+	{"notification.", "the relay sends no notifications"},
+	{"heartbeat.", "the relay confirms its slot itself (--status-interval)"},
+	{"errors.", "a bad event becomes FAILED with its reason; the stream goes on"},
+	{"producer.override.", "the relay's producer is configured with its --kafka-* flags"},
+	{"consumer.override.", "the relay consumes nothing"},
+	{"topic.creation.", "the relay creates no topics"},
+	{"offset.", "the relay's position is its slot's"},
+	{"predicates", "the relay runs the outbox transform on every row of the outbox tables"},
+	{"config.action.reload", "the relay reads its configuration at start"},
+	{"publication.", "the relay uses its own publication (--publication)"},
+	{"slot.", "the relay uses its own slot (--slot)"},
+	{"database.tcpKeepAlive", "the relay's connections keep themselves alive"},
+	{"database.initial.statements", "the relay runs no statements of the connector's"},
+	{"schema.history.internal.", "PostgreSQL's connector keeps no schema history"},
+	{"custom.metric.tags", "see the relay's /metrics"},
+	{"post.processors", "the relay runs no post processors"},
+	{"column.exclude.list", "the outbox columns the transform reads are named by its options"},
+	{"column.include.list", "the outbox columns the transform reads are named by its options"},
+	{"message.key.columns", "the key is the transform's table.field.event.key"},
+	{"max.queue.size.in.bytes", "see --max-in-flight"},
+	{"query.fetch.size", "the relay streams"},
+	{"retriable.restart.connector.wait.ms", "the relay retries itself"},
+	{"status.update.interval.ms", "see --status-interval"},
+	{"xmin.fetch.interval.ms", "the relay reads no xmin"},
+	{"lsn.flush.", "the relay confirms what it has recorded"},
+	{"flush.lsn.source", "the relay confirms what it has recorded"},
+	{"provide.transaction.metadata", "the outbox transform drops transaction metadata"},
+	{"event.processing.failure.handling.mode", "a bad event becomes FAILED with its reason"},
+	{"skipped.operations", "the relay publishes inserts only: updates, deletes and truncates are never published"},
+	{"table.exclude.list", "the tables come from table.include.list"},
+	{"schema.exclude.list", "the tables come from table.include.list"},
+	{"schema.whitelist", "the tables come from table.include.list (table.whitelist)"},
+	{"schema.blacklist", "the tables come from table.include.list"},
+	{"table.blacklist", "the tables come from table.include.list"},
+	{"include.unknown.datatypes", "the outbox columns' types are checked at start"},
+	{"hstore.handling.mode", "outbox columns are not hstore"},
+	{"interval.handling.mode", "outbox columns are not intervals"},
+	{"money.fraction.digits", "outbox columns are not money"},
+	{"unavailable.value.placeholder", "the relay reads inserts, whose values are all there"},
+	{"field.name.adjustment.mode", "the outbox's field names are the transform's"},
+	{"schema.name.adjustment.mode", "outbox table and column names need no adjustment (see README)"},
+	{"converters", "the outbox columns' types are the built-in ones Debezium maps itself"},
+	{"transaction.boundary.", "the relay writes no transaction boundaries"},
+	{"exactly.once.support", "see README: Delivery status"},
+	{"extended.headers.", "the __debezium.context.* headers are written unless extended.headers.enabled=false"},
+}
+
+// connectorPrefixNote returns the note of an option of a family above, or of
+// an option whose only values change nothing published.
+func connectorPrefixNote(option string) (string, bool) {
+	for _, n := range connectorPrefixNotes {
+		if strings.HasPrefix(option, n.prefix) {
+			return n.note, true
+		}
+	}
+	return "", false
+}
+
 // LoadDebezium reads a Debezium connector's configuration: its JSON as
 // posted to Kafka Connect ({"name": ..., "config": {...}} or the config
 // object alone) or a .properties file.
-func LoadDebezium(path string) (*Debezium, error) {
+func LoadDebezium(path string) (*Debezium, error) { return LoadDebeziumWithWorker(path, "") }
+
+// LoadDebeziumWithWorker is LoadDebezium with the Kafka Connect worker's
+// properties file (--debezium-worker-config; "" for none), whose converters
+// apply where the connector names none, as in Kafka Connect.
+func LoadDebeziumWithWorker(path, workerPath string) (*Debezium, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--debezium-config: %w", err)
@@ -138,7 +209,56 @@ func LoadDebezium(path string) (*Debezium, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--debezium-config %s: %w", path, err)
 	}
-	return ParseDebezium(path, cfg)
+	var worker map[string]string
+	if workerPath != "" {
+		raw, err := os.ReadFile(workerPath)
+		if err != nil {
+			return nil, fmt.Errorf("--debezium-worker-config: %w", err)
+		}
+		p, err := properties.Load(raw, properties.UTF8)
+		if err != nil {
+			return nil, fmt.Errorf("--debezium-worker-config %s: not a .properties file: %w", workerPath, err)
+		}
+		p.DisableExpansion = true
+		worker = p.Map()
+	}
+	return ParseDebeziumWithWorker(path, cfg, worker)
+}
+
+// converterPrefixes are the options a Kafka Connect worker gives a
+// connector that names no converter of its own.
+var converterPrefixes = []string{"key.converter", "value.converter", "header.converter"}
+
+// withWorkerConverters returns cfg with the worker's converter settings for
+// each converter cfg does not name (Kafka Connect's rule: a connector that
+// names a converter configures it alone), and what was assumed.
+func withWorkerConverters(cfg, worker map[string]string) (map[string]string, []string) {
+	out := make(map[string]string, len(cfg))
+	for k, v := range cfg {
+		out[k] = v
+	}
+	var warnings []string
+	for _, conv := range converterPrefixes {
+		if strings.TrimSpace(cfg[conv]) != "" {
+			continue
+		}
+		if class := strings.TrimSpace(worker[conv]); class != "" {
+			for k, v := range worker {
+				if k == conv || strings.HasPrefix(k, conv+".") {
+					if _, set := cfg[k]; !set {
+						out[k] = v
+					}
+				}
+			}
+			continue
+		}
+		if conv == "header.converter" {
+			continue // Connect's default, SimpleHeaderConverter, is what the worker's file rarely names
+		}
+		warnings = append(warnings, fmt.Sprintf("%s: neither the connector's configuration nor a --debezium-worker-config names one: "+
+			"Kafka Connect's default is assumed, %s with schemas.enable=true (give the worker's properties file if it sets another)", conv, jsonConverter))
+	}
+	return out, warnings
 }
 
 // debeziumOptions reads the file's options as strings.
@@ -182,8 +302,15 @@ func debeziumOptions(path string, raw []byte) (map[string]string, error) {
 // options, with Debezium's defaults for every option not set. Options the
 // relay does not support are returned together as *Unsupported.
 func ParseDebezium(file string, cfg map[string]string) (*Debezium, error) {
+	return ParseDebeziumWithWorker(file, cfg, nil)
+}
+
+// ParseDebeziumWithWorker is ParseDebezium with a Kafka Connect worker's
+// properties (nil for none): its converters apply where cfg names none.
+func ParseDebeziumWithWorker(file string, cfg, worker map[string]string) (*Debezium, error) {
+	cfg, warnings := withWorkerConverters(cfg, worker)
 	p := &debeziumParser{file: file, cfg: cfg, used: map[string]bool{}}
-	d := &Debezium{}
+	d := &Debezium{Warnings: warnings}
 	if class := p.get("connector.class"); class != postgresConnector {
 		p.unsupported("connector.class", fmt.Sprintf("%q: the relay reads PostgreSQL (%s)", class, postgresConnector))
 	}
@@ -211,12 +338,24 @@ func ParseDebezium(file string, cfg map[string]string) (*Debezium, error) {
 			p.unsupported("table.include.list", "not set: name the outbox table(s)")
 		}
 	}
+	p.valued("binary.handling.mode", "bytes", "a bytea column is written as bytes (Debezium's default); base64 and hex change what Debezium writes, which the relay does not")
+	p.valued("time.precision.mode", "adaptive,adaptive_time_microseconds", "timestamps are written as Debezium's adaptive mode does")
+	p.valued("decimal.handling.mode", "precise,double,string", "numeric columns are refused at start, whatever the mode")
+	p.valued("schema.name.adjustment.mode", "none,avro,avro_unicode", "the outbox schema names the relay writes need no adjustment")
+	if router != "" {
+		d.Warnings = append(d.Warnings, "tracing: where an outbox table has the column named by tracing.span.context.field "+
+			"(tracingspancontext by default), its traceparent and tracestate become the record's headers; "+
+			"Debezium without OpenTelemetry adds no such header, with OpenTelemetry it adds its own span's (README: Coming from Debezium)")
+	}
 	d.DatabaseURL = p.databaseURL()
 	for k, v := range cfg {
 		if p.used[k] {
 			continue
 		}
 		note, known := connectorNotes[k]
+		if !known {
+			note, known = connectorPrefixNote(k)
+		}
 		switch {
 		case !known:
 			p.unsupported(k, "not an option the relay knows")
@@ -255,6 +394,22 @@ type debeziumParser struct {
 func (p *debeziumParser) get(k string) string {
 	p.used[k] = true
 	return strings.TrimSpace(p.cfg[k])
+}
+
+// valued takes option when its value is one of values (comma-separated;
+// unset is fine): it changes nothing the relay publishes; another value is
+// refused with why.
+func (p *debeziumParser) valued(option, values, why string) {
+	v, set := p.cfg[option]
+	if !set {
+		return
+	}
+	p.used[option] = true
+	v = strings.ToLower(strings.TrimSpace(v))
+	if slices.Contains(strings.Split(values, ","), v) {
+		return
+	}
+	p.unsupported(option, fmt.Sprintf("%q: %s", v, why))
 }
 
 func (p *debeziumParser) unsupported(option, why string) {

@@ -1,0 +1,198 @@
+package mapping
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Java's java.util.regex as Kafka Connect's RegexRouter uses it:
+// Matcher.matches() on the whole value, then Matcher.replaceFirst, whose
+// replacement reads $n (as many digits as name a group), ${name} and \x
+// (Matcher.appendReplacement's documentation).
+func TestTopicRouter_RoutesAsJavasMatchesAndReplaceFirst(t *testing.T) {
+	for _, c := range []struct{ re, repl, value, want string }{
+		{`(?<routedByValue>.*)`, `outbox.event.${routedByValue}`, "Order", "outbox.event.Order"},
+		// $1_events_$2 is group 1, "_events_", group 2 (Go's Expand reads "$1_events_" as a name).
+		{`(\w+)-(v\d+)`, `$1_events_$2`, "orders-v1", "orders_events_v1"},
+		// Not matched as a whole: the value is the topic.
+		{`(\w+)-(v\d+)`, `$1_events_$2`, "orders-v1-beta", "orders-v1-beta"},
+		// matches() backtracks into the second alternative; replaceFirst's
+		// find() stops at the first, shorter one, and the rest is kept.
+		{`(?<routedByValue>Order|OrderLine)`, `events.${routedByValue}.v1`, "OrderLine", "events.Order.v1Line"},
+		// Named groups in any order.
+		{`(?<domain>[a-z]+)\.(?<entity>[A-Za-z]+)`, `${entity}-${domain}-events`, "shop.Order", "Order-shop-events"},
+		// $12 with one group is group 1 then "2"; \$ is a dollar.
+		{`(a)`, `$12\$`, "a", "a2$"},
+		// $0 is the whole match; an unmatched group is empty.
+		{`(x)?(a+)`, `[$0|$1|$2]`, "aa", "[aa||aa]"},
+		// Named and unnamed groups are numbered together, left to right.
+		{`(?<first>a)(b)`, `$2$1`, "ab", "ba"},
+	} {
+		r, err := NewTopicRouter(c.re, c.repl)
+		if err != nil {
+			t.Fatalf("%s → %s: %v", c.re, c.repl, err)
+		}
+		got, err := r.Route(c.value)
+		if err != nil || got != c.want {
+			t.Errorf("%s → %s on %q: %q, %v; Java gives %q", c.re, c.repl, c.value, got, err, c.want)
+		}
+	}
+}
+
+func TestTopicRouter_RefusesAReplacementJavaWouldThrowOn(t *testing.T) {
+	for _, c := range []struct{ re, repl, want string }{
+		{`(a)`, `$2`, "no group 2"},
+		{`(a)`, `${nope}`, "no group with name {nope}"},
+		{`(a)`, `x$`, "group index is missing"},
+		{`(a)`, `x\`, "character to be escaped is missing"},
+		{`(a)`, `$x`, "illegal group reference"},
+	} {
+		if _, err := NewTopicRouter(c.re, c.repl); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s → %s: err = %v, want %q", c.re, c.repl, err, c.want)
+		}
+	}
+}
+
+// The Debezium examples repository's outbox/register-postgres.json, in its
+// Debezium 1.x and 2.x forms, starts as it is.
+func TestParseDebezium_TheExamplesRepositorysRegisterPostgresStartsAsItIs(t *testing.T) {
+	for name, doc := range map[string]string{
+		"1.x": `{
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "tasks.max": "1",
+    "database.hostname": "order-db",
+    "database.port": "5432",
+    "database.user": "postgresuser",
+    "database.password": "postgrespw",
+    "database.dbname" : "orderdb",
+    "database.server.name": "dbserver1",
+    "schema.whitelist": "inventory",
+    "table.whitelist" : "inventory.outboxevent",
+    "tombstones.on.delete" : "false",
+    "transforms" : "outbox",
+    "transforms.outbox.type" : "io.debezium.transforms.outbox.EventRouter",
+    "transforms.outbox.route.topic.replacement" : "${routedByValue}.events",
+    "transforms.outbox.table.field.event.timestamp" : "timestamp"
+}`,
+		"2.x": `{
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "tasks.max": "1",
+    "database.hostname": "order-db",
+    "database.port": "5432",
+    "database.user": "postgresuser",
+    "database.password": "postgrespw",
+    "database.dbname" : "orderdb",
+    "topic.prefix": "dbserver1",
+    "schema.include.list": "inventory",
+    "table.include.list" : "inventory.outboxevent",
+    "tombstones.on.delete" : "false",
+    "transforms" : "outbox",
+    "transforms.outbox.type" : "io.debezium.transforms.outbox.EventRouter",
+    "transforms.outbox.route.topic.replacement" : "${routedByValue}.events",
+    "transforms.outbox.table.field.event.timestamp" : "timestamp",
+    "transforms.outbox.table.fields.additional.placement" : "type:header:eventType"
+}`,
+	} {
+		path := filepath.Join(t.TempDir(), "register-postgres.json")
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d, err := LoadDebezium(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		tb := d.Tables[0]
+		if tb.QualifiedName() != "inventory.outboxevent" || tb.Timestamp != "timestamp" ||
+			string(tb.ContextHeaders[0].Value) != "dbserver1" || tb.KeyConverter != JSONSchema {
+			t.Errorf("%s: table %s timestamp %q context %q key converter %v", name, tb.QualifiedName(), tb.Timestamp,
+				tb.ContextHeaders[0].Value, tb.KeyConverter)
+		}
+	}
+}
+
+// Options Debezium accepts are taken; a fatal UPDATE behaviour, which the
+// relay cannot honour, is refused saying why.
+func TestParseDebezium_TakesTheOptionsDebeziumAccepts(t *testing.T) {
+	cfg := map[string]string{
+		"connector.class": postgresConnector, "table.include.list": "public.outbox", "topic.prefix": "app",
+		"transforms": "outbox", "transforms.outbox.type": EventRouter,
+		"transforms.outbox.table.op.invalid.behavior":            "warn",
+		"transforms.outbox.table.field.event.type":               "type",
+		"transforms.outbox.table.json.payload.null.behavior":     "optional_bytes",
+		"transforms.outbox.table.field.additional.missing":       "ignore",
+		"extended.headers.enabled":                               "false",
+		"skipped.operations":                                     "t",
+		"binary.handling.mode":                                   "bytes",
+		"value.converter":                                        binaryDataConverter,
+		"value.converter.delegate.converter.type":                jsonConverter,
+		"value.converter.delegate.converter.type.schemas.enable": "false",
+		"key.converter":                                          jsonConverter,
+		"key.converter.replace.null.with.default":                "true",
+		"schema.whitelist":                                       "public",
+		"signal.data.collection":                                 "public.signals",
+		"snapshot.mode":                                          "never",
+		"heartbeat.action.query":                                 "SELECT 1",
+		"errors.tolerance":                                       "none",
+		"transforms.outbox.route.tombstone.on.empty.payload":     "true",
+	}
+	d, err := ParseDebezium("c.json", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := d.Tables[0]
+	if tb.ContextHeaders != nil || !tb.PlacementsIfPresent || !tb.ExpandNulls || !tb.TombstoneOnEmpty || tb.ValueConverter != Bytes {
+		t.Errorf("table %+v", tb)
+	}
+	cfg["transforms.outbox.table.op.invalid.behavior"] = "fatal"
+	cfg["binary.handling.mode"] = "base64"
+	_, err = ParseDebezium("c.json", cfg)
+	if err == nil || !strings.Contains(err.Error(), "table.op.invalid.behavior: fatal: the relay reads inserts only") ||
+		!strings.Contains(err.Error(), `binary.handling.mode: "base64"`) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// Converters come from the connector, else from the worker's properties,
+// else are Kafka Connect's default, which is said.
+func TestParseDebezium_ConvertersComeFromTheWorkerWhereTheConnectorNamesNone(t *testing.T) {
+	cfg := map[string]string{
+		"connector.class": postgresConnector, "table.include.list": "public.outbox", "topic.prefix": "app",
+		"transforms": "outbox", "transforms.outbox.type": EventRouter,
+		"key.converter": stringConverter,
+	}
+	worker := map[string]string{
+		"bootstrap.servers": "kafka:9092",
+		"key.converter":     jsonConverter, "key.converter.schemas.enable": "true",
+		"value.converter": jsonConverter, "value.converter.schemas.enable": "false",
+	}
+	d, err := ParseDebeziumWithWorker("c.json", cfg, worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb := d.Tables[0]; tb.KeyConverter != String || tb.ValueConverter != JSON {
+		t.Errorf("key %v value %v, want the connector's StringConverter and the worker's schemaless JsonConverter", tb.KeyConverter, tb.ValueConverter)
+	}
+	for _, w := range d.Warnings {
+		if strings.Contains(w, "converter") {
+			t.Errorf("warned %q though both converters are named", w)
+		}
+	}
+	d, err = ParseDebezium("c.json", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Tables[0].ValueConverter != JSONSchema || !strings.Contains(strings.Join(d.Warnings, "\n"), "value.converter: neither") {
+		t.Errorf("value converter %v, warnings %q", d.Tables[0].ValueConverter, d.Warnings)
+	}
+}
+
+func TestJavaDouble_IsJavasDoubleToString(t *testing.T) {
+	for f, want := range map[float64]string{1.5: "1.5", 0.0000001: "1.0E-7", 100: "100.0", 1000: "1000.0", 39.98: "39.98",
+		1e7: "1.0E7", 12345678.9: "1.23456789E7", 0.001: "0.001", 0.0001: "1.0E-4", -0.5: "-0.5", 0: "0.0"} {
+		if got := javaDouble(f); got != want {
+			t.Errorf("javaDouble(%v) = %s, Java gives %s", f, got, want)
+		}
+	}
+}
