@@ -103,6 +103,9 @@ func (e *event) keptCopy() *store.Copy {
 		}
 		for _, h := range hs {
 			if k := string(h.Key); k != kafka.HeaderEventID && k != kafka.HeaderEventType {
+				if h.Value == nil { // a Debezium placed column that is NULL: a header with a null value
+					k = nullHeaderPrefix + k
+				}
 				c.Headers = append(c.Headers, [2]string{k, string(h.Value)})
 			}
 		}
@@ -112,6 +115,10 @@ func (e *event) keptCopy() *store.Copy {
 	}
 	return c
 }
+
+// nullHeaderPrefix marks a kept record's header whose value is null (not
+// empty), which the copy's [name, value] strings cannot say otherwise.
+const nullHeaderPrefix = "\x01null\x01"
 
 // fillFromCopy makes e's record from the copy kept of a mapped event (the
 // poller's retries and resends: the row may be gone).
@@ -129,6 +136,10 @@ func fillFromCopy(e *event, id [16]byte, c *store.Copy, ce *ceWriter, t *mapping
 		for _, h := range c.Headers {
 			if name, ok := strings.CutPrefix(h[0], ceAttributePrefix); ok && ce != nil {
 				attrs = append(attrs, mapping.Header{Name: []byte(name), Value: []byte(h[1])})
+				continue
+			}
+			if name, ok := strings.CutPrefix(h[0], nullHeaderPrefix); ok {
+				hs = append(hs, kafka.Header{Key: []byte(name)})
 				continue
 			}
 			hs = append(hs, kafka.Header{Key: []byte(h[0]), Value: []byte(h[1])})
