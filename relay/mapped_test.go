@@ -488,3 +488,27 @@ func TestMapped_ADebeziumHeaderOfANullColumnStaysNullWhenResent(t *testing.T) {
 	}
 	t.Fatalf("no header note: %v", rec.Headers)
 }
+
+// Debezium writes a timestamp(0..5) column with its own precision, which
+// the relay does not: such a placed column is refused at start, not
+// written otherwise.
+func TestMapped_ADebeziumPlacementOfATimestampWithLessPrecisionIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text,
+		payload jsonb, at timestamp(3), made timestamptz(6))`)
+	d, err := mapping.ParseDebezium("c.json", map[string]string{
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "app",
+		"table.include.list": "public.outboxevent", "transforms": "outbox",
+		"transforms.outbox.type":                              mapping.EventRouter,
+		"transforms.outbox.table.fields.additional.placement": "at:header,made:header",
+		"transforms.outbox.table.field.event.timestamp":       "at",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = mapping.Check(context.Background(), b.pool, "", d.Tables)
+	if err == nil || !strings.Contains(err.Error(), `column "at" of public.outboxevent is timestamp(3)`) || strings.Contains(err.Error(), `"made"`) {
+		t.Fatalf("err = %v, want timestamp(3) column at refused as a header (and timestamptz(6) made taken)", err)
+	}
+}

@@ -68,6 +68,7 @@ type catalogColumn struct {
 	oid                        uint32
 	notNull, unique, generated bool
 	defaultExpr                *string
+	typmod                     int32
 }
 
 func (t *Table) check(ctx context.Context, db Querier, publication string) (problems []string, published bool, err error) {
@@ -81,7 +82,7 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 		var name string
 		var oid int64
 		var c catalogColumn
-		if err := rows.Scan(&name, &oid, &c.notNull, &c.unique, &c.generated, &c.defaultExpr); err != nil {
+		if err := rows.Scan(&name, &oid, &c.notNull, &c.unique, &c.generated, &c.defaultExpr, &c.typmod); err != nil {
 			return nil, false, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
 		}
 		c.oid = uint32(oid) //nolint:gosec // an OID
@@ -114,6 +115,11 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 		}
 		if err := readable(u, c.oid, t); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %s: %v", where, option, err))
+		}
+		if t.Debezium && u.Use != "timestamp" && (c.oid == OIDTimestamp || c.oid == OIDTimestamptz) && c.typmod >= 0 && c.typmod < 6 {
+			problems = append(problems, fmt.Sprintf("%s: %s: column %q of %s is %s(%d): Debezium writes such a column "+
+				"with its own precision (milliseconds, or %d fraction digits), which the relay does not: give it the default precision",
+				where, option, u.Column, t.QualifiedName(), TypeName(c.oid), c.typmod, c.typmod))
 		}
 		if u.Use == "id" && !c.unique {
 			problems = append(problems, fmt.Sprintf("%s: %s: column %q of %s is not unique: give it a primary key or unique index of its own",
