@@ -196,3 +196,36 @@ func TestJavaDouble_IsJavasDoubleToString(t *testing.T) {
 		}
 	}
 }
+
+// Column defaults as Debezium's connector reads pg_get_expr's text.
+func TestDebeziumDefault_ReadsPgGetExprAsDebezium(t *testing.T) {
+	for _, c := range []struct {
+		oid  uint32
+		expr string
+		json string
+		ok   bool
+	}{
+		{OIDText, `'unassigned'::text`, `"unassigned"`, true},
+		{OIDVarchar, `'n/a'::character varying`, `"n/a"`, true},
+		{OIDText, `upper('x'::text)`, `""`, true},
+		{OIDJSONB, `'{}'::jsonb`, `"{}"`, true},
+		{OIDJSONB, `jsonb_build_object()`, `"{}"`, true},
+		{OIDUUID, `gen_random_uuid()`, `"00000000-0000-0000-0000-000000000000"`, true},
+		{OIDUUID, `'B3C4D5E6-F7A8-4B9C-8D0E-1F2A3B4C5D6E'::uuid`, `"b3c4d5e6-f7a8-4b9c-8d0e-1f2a3b4c5d6e"`, true},
+		{OIDInt4, `1`, `1`, true},
+		{OIDInt4, `'-1'::integer`, `-1`, true},
+		{OIDInt8, `nextval('inventory.outbox_seq'::regclass)`, `0`, true},
+		{OIDBool, `false`, `false`, true},
+		{OIDBool, `true`, `true`, true},
+		{OIDTimestamptz, `now()`, `"1970-01-01T00:00:00.000000Z"`, true},
+		{OIDTimestamptz, `CURRENT_TIMESTAMP`, `"1970-01-01T00:00:00.000000Z"`, true},
+		{OIDTimestamptz, `'2024-03-01 05:29:59.5+00'::timestamp with time zone`, `"2024-03-01T05:29:59.500000Z"`, true},
+		{OIDTimestamp, `now()`, `0`, true},
+		{OIDBytea, `'\x00'::bytea`, ``, false},
+	} {
+		d, ok := debeziumDefault(c.oid, c.expr)
+		if ok != c.ok || d.json != c.json {
+			t.Errorf("%s default %s: %q, %v; Debezium: %q, %v", TypeName(c.oid), c.expr, d.json, ok, c.json, c.ok)
+		}
+	}
+}

@@ -32,20 +32,24 @@ type columnDefault struct {
 // is false when Debezium gives the column no default (bytea, a type the
 // relay does not read, a literal it cannot parse).
 func debeziumDefault(oid uint32, expr string) (d columnDefault, ok bool) {
+	// A literal is quoted ('x'::text: the text inside the first pair of
+	// quotes), a bare number (1, -1::integer) or a boolean; anything else
+	// is computed (a function, CURRENT_TIMESTAMP).
 	expr = strings.TrimSpace(expr)
-	literal, quoted := "", false
-	if strings.HasPrefix(expr, "'") {
+	literal, function := "", true
+	switch {
+	case strings.HasPrefix(expr, "'"):
 		if end := strings.IndexByte(expr[1:], '\''); end >= 0 {
-			literal, quoted = expr[1:1+end], true
+			literal, function = expr[1:1+end], false
 		}
-	} else if c := strings.TrimPrefix(expr, "-"); c != "" && (c[0] >= '0' && c[0] <= '9') || expr == "true" || expr == "false" {
-		literal, quoted = strings.TrimSuffix(strings.TrimSuffix(expr, "::bigint"), "::integer"), true
-		if i := strings.Index(literal, "::"); i >= 0 {
-			literal = literal[:i]
+	case expr == "true" || expr == "false":
+		literal, function = expr, false
+	default:
+		bare, _, _ := strings.Cut(strings.Trim(expr, "()"), "::")
+		if _, err := strconv.ParseInt(strings.Trim(bare, "()"), 10, 64); err == nil {
+			literal, function = strings.Trim(bare, "()"), false
 		}
-		literal = strings.Trim(literal, "()")
 	}
-	function := !quoted
 	switch oid {
 	case OIDUUID:
 		u := make([]byte, 16)

@@ -305,13 +305,11 @@ func writeJNode(buf *bytes.Buffer, n *jnode, keepNulls bool, shape *jschema) {
 	}
 }
 
-// structShape is s when it is a merged struct of an array's objects.
+// structShape is s when it is a struct (whose fields order what is
+// written), nil otherwise.
 func structShape(s *jschema) *jschema {
 	if s != nil && s.kind == "struct" {
 		return s
-	}
-	if s != nil && s.kind == "array" {
-		return nil
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ type TopicRouter struct {
 	pattern, replacement string
 	find, whole          *regexp2.Regexp
 	groups               []string // Java's group numbers 1..n: a name, or "" for an unnamed group
+	unnamed              []int    // Java's number -> regexp2's, for unnamed groups (regexp2 numbers them first)
 	parts                []replacementPart
 }
 
@@ -56,6 +57,14 @@ func NewTopicRouter(pattern, replacement string) (*TopicRouter, error) {
 		return nil, err
 	}
 	r.find.MatchTimeout, r.whole.MatchTimeout = routeTimeout, routeTimeout
+	r.unnamed = make([]int, len(groups)+1)
+	n := 0
+	for i, name := range groups {
+		if name == "" {
+			n++
+			r.unnamed[i+1] = n
+		}
+	}
 	if r.parts, err = parseJavaReplacement(replacement, groups); err != nil {
 		return nil, fmt.Errorf("replacement %q: %w", replacement, err)
 	}
@@ -83,14 +92,6 @@ func (r *TopicRouter) Route(value string) (string, error) {
 	var b strings.Builder
 	runes := []rune(value) // regexp2 indexes runes
 	b.WriteString(string(runes[:m.Index]))
-	unnamed := map[int]int{} // Java's number -> regexp2's (unnamed groups come first there)
-	n := 0
-	for i, name := range r.groups {
-		if name == "" {
-			n++
-			unnamed[i+1] = n
-		}
-	}
 	for _, p := range r.parts {
 		var g *regexp2.Group
 		switch {
@@ -102,7 +103,7 @@ func (r *TopicRouter) Route(value string) (string, error) {
 		case p.group > 0 && r.groups[p.group-1] != "":
 			g = m.GroupByName(r.groups[p.group-1])
 		case p.group > 0:
-			g = m.GroupByNumber(unnamed[p.group])
+			g = m.GroupByNumber(r.unnamed[p.group])
 		default:
 			b.WriteString(p.text)
 			continue
