@@ -196,3 +196,31 @@ func TestMigrate_ADebeziumConfigBeforeTheFirstRunCreatesThePublicationItNames(t 
 		t.Fatalf("publication %s does not publish inserts only", pub)
 	}
 }
+
+// The worker's converters apply where the connector names none: a worker
+// whose value converter the relay cannot write stops run at start, named,
+// and so does its env var.
+func TestRun_TheDebeziumWorkerConfigsConvertersApplyWhereTheConnectorNamesNone(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+		"database.hostname": "127.0.0.1", "database.port": "1", "database.dbname": "orders",
+		"table.include.list": "public.outboxevent", "topic.prefix": "app",
+		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`)
+	worker := writeFile(t, "connect-distributed.properties", "bootstrap.servers=kafka:9092\n"+
+		"key.converter=org.apache.kafka.connect.storage.StringConverter\n"+
+		"value.converter=io.confluent.connect.avro.AvroConverter\n"+
+		"value.converter.schema.registry.url=http://registry:8081\n")
+	for _, args := range [][]string{
+		{"run", "--debezium-config", file, "--debezium-worker-config", worker},
+		{"run", "--debezium-config", file},
+	} {
+		e := env("OUTBOX_KAFKA_BROKERS", "127.0.0.1:9092")
+		if len(args) == 3 {
+			e = env("OUTBOX_KAFKA_BROKERS", "127.0.0.1:9092", "OUTBOX_DEBEZIUM_WORKER_CONFIG", worker)
+		}
+		out, errOut, code := runCLI(t, e, args...)
+		if code != 2 || !strings.Contains(errOut, "value.converter:") || !strings.Contains(errOut, "AvroConverter") {
+			t.Errorf("%v: exit %d, want 2 naming the worker's value.converter\n%s%s", args, code, out, errOut)
+		}
+	}
+}
