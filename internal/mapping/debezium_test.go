@@ -229,3 +229,38 @@ func TestDebeziumDefault_ReadsPgGetExprAsDebezium(t *testing.T) {
 		}
 	}
 }
+
+// table.expand.json.payload as Debezium's expansion and JsonConverter
+// (schemas.enable=false) write it.
+func TestExpandJSON_WritesWhatDebeziumsExpansionWrites(t *testing.T) {
+	for _, c := range []struct {
+		in, want  string
+		keepNulls bool
+	}{
+		{in: `{"n": null, "e": [], "d": 1.50, "x": 1e3, "t": 0.0000001, "o": {}}`, want: `{"d":1.5,"x":1000.0,"t":1.0E-7,"o":{}}`},
+		{in: `{"b": 1, "a": 2, "b": 3}`, want: `{"b":3,"a":2}`},
+		{in: `{"objs": [{"a": 1}, null, {"b": "x"}]}`, want: `{"objs":[{"a":1,"b":null},null,{"a":null,"b":"x"}]}`},
+		{in: `{"v": [1, null, 3]}`, want: `{"v":[1,null,3]}`},
+		{in: `{"n": null}`, want: `{"n":null}`, keepNulls: true},
+		{in: `{"a": [null, null]}`, want: `{"a":[null,null]}`, keepNulls: true},
+		{in: `{"s": "\u0001\ud83d\ude00"}`, want: `{"s":"\u0001\uD83D\uDE00"}`},
+		{in: `[]`, want: `"[]"`},
+	} {
+		got, ok, err := expandJSON([]byte(c.in), c.keepNulls)
+		if err != nil || !ok || string(got) != c.want {
+			t.Errorf("%s: %s, %v, %v; Debezium writes %s", c.in, got, ok, err, c.want)
+		}
+	}
+	// Left as a JSON string, with a warning in Debezium.
+	for _, in := range []string{`not json`, `"quoted"`, `{"m": [1, "x"]}`, `{"m": [1, 12345678901]}`, `{"a": [null]}`, `{"a": 1`} {
+		if got, ok, err := expandJSON([]byte(in), false); ok || err != nil {
+			t.Errorf("%s: %s, %v, %v; Debezium keeps it as it is", in, got, ok, err)
+		}
+	}
+	// Debezium's task fails.
+	for _, in := range []string{`{"h": 123456789012345678901234567890}`, `[1, 2]`, `{"l": [{"p": 9.90}, {"p": 100}]}`} {
+		if _, _, err := expandJSON([]byte(in), false); err == nil {
+			t.Errorf("%s: expanded; Debezium's converter fails on it", in)
+		}
+	}
+}

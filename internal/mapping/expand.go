@@ -188,9 +188,15 @@ func schemaOfJNode(n *jnode, keepNulls bool) (*jschema, error) {
 		}
 		return s, nil
 	case "array":
+		if len(n.vals) == 0 {
+			return nil, nil // an empty array: left out
+		}
 		var elem *jschema
 		for _, v := range n.vals {
-			e, err := schemaOfJNode(v, false)
+			if v.kind == "null" {
+				continue // null elements say nothing of the type
+			}
+			e, err := schemaOfJNode(v, keepNulls)
 			if err != nil {
 				return nil, err
 			}
@@ -206,8 +212,11 @@ func schemaOfJNode(n *jnode, keepNulls bool) (*jschema, error) {
 				}
 			}
 		}
-		if elem == nil {
-			return nil, nil // an empty array (or of nulls): left out
+		if elem == nil { // only nulls: bytes with optional_bytes, else a type Debezium cannot tell
+			if !keepNulls {
+				return nil, fmt.Errorf("%w: an array of nulls", errExpandKeeps)
+			}
+			elem = &jschema{kind: "bytes"}
 		}
 		return &jschema{kind: "array", elem: elem}, nil
 	}
@@ -223,6 +232,13 @@ func mergeJSchema(s, e *jschema) error {
 			continue
 		}
 		a, b := s.fields[j], e.fields[i]
+		switch {
+		case a.kind == "bytes" && b.kind != "bytes": // a null member (optional_bytes) gives way to a typed one
+			s.fields[j] = b
+			continue
+		case b.kind == "bytes":
+			continue
+		}
 		if a.kind != b.kind {
 			return fmt.Errorf("%w: member %q is %s in one element of an array and %s in another", errExpandFails, k, a.kind, b.kind)
 		}
