@@ -316,14 +316,15 @@ func ParseDebeziumWithWorker(file string, cfg, worker map[string]string) (*Debez
 	}
 	router := p.router()
 	names := p.tableNames()
-	keyConv := p.converter("key")
-	valueConv := p.converter("value")
+	keyConv, keyDelegate := p.converter("key")
+	valueConv, valueDelegate := p.converter("value")
 	headerConv := p.headerConverter()
 	context := p.contextHeaders()
 	if router != "" {
 		for _, name := range names {
 			t := p.table(router, name)
 			t.KeyConverter, t.ValueConverter, t.HeaderConverter = keyConv, valueConv, headerConv
+			t.KeyDelegate, t.ValueDelegate = keyDelegate, valueDelegate
 			t.Debezium, t.ContextHeaders = true, context
 			if headerConv == JSON {
 				t.ContextHeaders = make([]Header, len(context))
@@ -527,20 +528,26 @@ func uuidV7(now time.Time) []byte {
 }
 
 // converter reads key.converter or value.converter. Unset, it is Kafka
-// Connect's worker default, JsonConverter with schemas.
-func (p *debeziumParser) converter(which string) Converter {
+// Connect's worker default, JsonConverter with schemas. Debezium's
+// BinaryDataConverter is Bytes with its delegate (JsonConverter, by
+// default with schemas), which writes what is not bytea.
+func (p *debeziumParser) converter(which string) (conv, delegate Converter) {
 	option := which + ".converter"
 	class := p.get(option)
 	schemas := p.get(option + ".schemas.enable")
 	if class == binaryDataConverter {
-		// Debezium's BinaryDataConverter writes bytes as they are and
-		// hands any other value to its delegate.
-		delegate := p.get(option + ".delegate.converter.type")
-		if delegate != "" && delegate != jsonConverter {
-			p.unsupported(option+".delegate.converter.type", fmt.Sprintf("%q: the relay's delegate is %s", delegate, jsonConverter))
-		}
-		if d := strings.ToLower(p.get(option + ".delegate.converter.type.schemas.enable")); d != "" && d != "true" && d != "false" {
-			p.unsupported(option+".delegate.converter.type.schemas.enable", fmt.Sprintf("%q: want true or false", d))
+		switch d := p.get(option + ".delegate.converter.type"); d {
+		case "", jsonConverter:
+			delegate = JSONSchema
+			switch s := strings.ToLower(p.get(option + ".delegate.converter.type.schemas.enable")); s {
+			case "", "true":
+			case "false":
+				delegate = JSON
+			default:
+				p.unsupported(option+".delegate.converter.type.schemas.enable", fmt.Sprintf("%q: want true or false", s))
+			}
+		default:
+			p.unsupported(option+".delegate.converter.type", fmt.Sprintf("%q: the relay's delegate is %s", d, jsonConverter))
 		}
 	}
 	switch v := strings.ToLower(p.get(option + ".replace.null.with.default")); v {
@@ -557,19 +564,19 @@ func (p *debeziumParser) converter(which string) Converter {
 	case "", jsonConverter:
 		switch strings.ToLower(schemas) {
 		case "", "true":
-			return JSONSchema
+			return JSONSchema, delegate
 		case "false":
-			return JSON
+			return JSON, delegate
 		}
 		p.unsupported(option+".schemas.enable", fmt.Sprintf("%q: want true or false", schemas))
 	case stringConverter:
-		return String
+		return String, delegate
 	case byteConverter, binaryDataConverter, "io.debezium.converters.ByteBufferConverter":
-		return Bytes
+		return Bytes, delegate
 	default:
 		p.unsupported(option, fmt.Sprintf("%q: the relay writes %s, %s and %s", class, stringConverter, jsonConverter, byteConverter))
 	}
-	return JSON
+	return JSON, delegate
 }
 
 // table maps one table with the router's options.
@@ -669,12 +676,12 @@ func (p *debeziumParser) combinations(t *Table, prefix string) {
 		p.unsupported(prefix+"table.expand.json.payload",
 			"with envelope placements and value.converter.schemas.enable=true the relay does not write the struct Debezium infers; "+
 				"set value.converter.schemas.enable=false")
-	case t.ExpandJSON && t.ValueConverter != JSON && t.ValueConverter != JSONSchema:
+	case t.ExpandJSON && t.ValueConverter != JSON && t.ValueConverter != JSONSchema && t.ValueDelegate == Raw:
 		p.unsupported(prefix+"table.expand.json.payload",
 			fmt.Sprintf("needs value.converter=%s with schemas.enable=false; the converter is %s", jsonConverter, t.ValueConverter))
 	}
 	for _, pl := range t.Placements {
-		if pl.Envelope && t.ValueConverter != JSON && t.ValueConverter != JSONSchema {
+		if pl.Envelope && t.ValueConverter != JSON && t.ValueConverter != JSONSchema && t.ValueDelegate == Raw {
 			p.unsupported(prefix+"table.fields.additional.placement",
 				fmt.Sprintf("%s:envelope needs value.converter=%s (the relay writes the envelope as JSON); the converter is %s",
 					pl.Column, jsonConverter, t.ValueConverter))

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Java's java.util.regex as Kafka Connect's RegexRouter uses it:
@@ -262,5 +263,36 @@ func TestExpandJSON_WritesWhatDebeziumsExpansionWrites(t *testing.T) {
 		if _, _, err := expandJSON([]byte(in), false); err == nil {
 			t.Errorf("%s: expanded; Debezium's converter fails on it", in)
 		}
+	}
+}
+
+// Debezium's BinaryDataConverter writes a bytea payload as it is and hands
+// any other column to its delegate, JsonConverter.
+func TestParseDebezium_BinaryDataConverterDelegatesWhatIsNotBytea(t *testing.T) {
+	d, err := ParseDebezium("c.json", map[string]string{
+		"connector.class": postgresConnector, "table.include.list": "public.outbox", "topic.prefix": "app",
+		"transforms": "outbox", "transforms.outbox.type": EventRouter,
+		"key.converter":   stringConverter,
+		"value.converter": binaryDataConverter, "value.converter.delegate.converter.type": jsonConverter,
+		"value.converter.delegate.converter.type.schemas.enable": "false",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := d.Tables[0]
+	if tb.ValueConverter.For(OIDBytea, tb.ValueDelegate) != Bytes || tb.ValueConverter.For(OIDJSONB, tb.ValueDelegate) != JSON {
+		t.Errorf("bytea: %v, jsonb: %v; want ByteArrayConverter's bytes and the schemaless JsonConverter",
+			tb.ValueConverter.For(OIDBytea, tb.ValueDelegate), tb.ValueConverter.For(OIDJSONB, tb.ValueDelegate))
+	}
+	tb.catalog.Store(&catalog{notNull: map[string]bool{"id": true}})
+	rel, values := row("id", uint32(OIDText), "6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e201", "aggregatetype", uint32(OIDText), "order",
+		"aggregateid", uint32(OIDText), "o-1", "payload", uint32(OIDJSONB), `{"a": 1}`)
+	b, err := tb.Bind(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Record(values, time.Now())
+	if err != nil || string(r.Value) != `"{\"a\": 1}"` {
+		t.Errorf("value %s, %v; want the delegate's JSON string", r.Value, err)
 	}
 }

@@ -37,6 +37,16 @@ const (
 	String
 )
 
+// For is the converter that writes a column of type oid: Debezium's
+// BinaryDataConverter (Bytes with a delegate other than Raw) writes bytea
+// as it is and hands any other type to its delegate.
+func (c Converter) For(oid uint32, delegate Converter) Converter {
+	if c == Bytes && delegate != Raw && oid != OIDBytea {
+		return delegate
+	}
+	return c
+}
+
 func (c Converter) String() string {
 	switch c {
 	case JSON:
@@ -88,6 +98,10 @@ type Table struct {
 	ExpandJSON bool
 	// KeyConverter and ValueConverter serialize the key and the value.
 	KeyConverter, ValueConverter Converter
+	// KeyDelegate and ValueDelegate, unless Raw, are the delegates of
+	// Debezium's BinaryDataConverter (a Bytes converter): they write
+	// columns that are not bytea.
+	KeyDelegate, ValueDelegate Converter
 	// Debezium: the table comes from a Debezium configuration, and its
 	// records follow Debezium's rules where a tables file's differ: a NULL
 	// key or payload goes through its converter (JsonConverter writes

@@ -69,6 +69,10 @@ type Bound struct {
 	// defaultJSON the same by column name, for schemas.
 	defaults    map[int]columnDefault
 	defaultJSON map[string]string
+	// keyConv and valueConv are t's converters for the key and payload
+	// columns' types (BinaryDataConverter's delegate for a column that is
+	// not bytea).
+	keyConv, valueConv Converter
 }
 
 // topicPart is literal text, or the value of the column it names.
@@ -129,6 +133,16 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	}
 	if t.Debezium {
 		b.bindDefaults(exprs)
+	}
+	b.keyConv, b.valueConv = t.KeyConverter, t.ValueConverter
+	if i, ok := b.idx[t.Key]; ok && t.Key != "" {
+		b.keyConv = t.KeyConverter.For(rel.Columns[i].TypeOID, t.KeyDelegate)
+	}
+	if i, ok := b.idx[t.Payload]; ok {
+		b.valueConv = t.ValueConverter.For(rel.Columns[i].TypeOID, t.ValueDelegate)
+	}
+	if hasEnvelope(t.Placements) { // the value is a struct, never bytes
+		b.valueConv = t.ValueConverter.For(0, t.ValueDelegate)
 	}
 	for _, p := range t.Placements {
 		b.aliases = append(b.aliases, []byte(p.Alias))
@@ -229,9 +243,9 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		}
 		switch {
 		case text != nil:
-			r.Key = b.convert(t.Key, values, t.KeyConverter)
+			r.Key = b.convert(t.Key, values, b.keyConv)
 		case t.Debezium:
-			r.Key = b.null(t.Key, t.KeyConverter)
+			r.Key = b.null(t.Key, b.keyConv)
 		}
 	}
 	if r.Value, err = b.value(values); err != nil {
@@ -361,7 +375,7 @@ func (b *Bound) topic(values [][]byte) (string, error) {
 func (b *Bound) value(values [][]byte) ([]byte, error) {
 	t := b.t
 	env := b.envelope
-	conv := t.ValueConverter
+	conv := b.valueConv
 	if len(env) > 0 {
 		conv = JSON // the envelope's fields are written as JSON; with schemas, in a struct
 	}
@@ -371,7 +385,7 @@ func (b *Bound) value(values [][]byte) ([]byte, error) {
 		return nil, nil // a tombstone
 	case v == nil:
 		if len(env) == 0 {
-			return b.null(t.Payload, t.ValueConverter), nil
+			return b.null(t.Payload, b.valueConv), nil
 		}
 		payload = []byte("null")
 	case t.ExpandJSON && (conv == JSON || conv == JSONSchema) && stringType(b.rel.Columns[b.idx[t.Payload]].TypeOID):
@@ -398,7 +412,7 @@ func (b *Bound) value(values [][]byte) ([]byte, error) {
 		return payload, nil
 	}
 	var buf bytes.Buffer
-	if t.ValueConverter == JSONSchema {
+	if b.valueConv == JSONSchema {
 		if err := b.envelopeSchema(&buf, values); err != nil {
 			return nil, err
 		}
@@ -421,7 +435,7 @@ func (b *Bound) value(values [][]byte) ([]byte, error) {
 		}
 	}
 	buf.WriteByte('}')
-	if t.ValueConverter == JSONSchema {
+	if b.valueConv == JSONSchema {
 		buf.WriteByte('}')
 	}
 	return buf.Bytes(), nil
@@ -808,9 +822,9 @@ func readable(u ColumnUse, oid uint32, t *Table) error {
 		ok, want = oid == OIDUUID || oid == OIDInt8 || oid == OIDInt4 || oid == OIDText || oid == OIDVarchar,
 			"uuid, bigint, integer, text or varchar"
 	case "payload", "key":
-		conv := t.ValueConverter
+		conv := t.ValueConverter.For(oid, t.ValueDelegate)
 		if u.Use == "key" {
-			conv = t.KeyConverter
+			conv = t.KeyConverter.For(oid, t.KeyDelegate)
 		}
 		switch conv {
 		case Bytes:
