@@ -348,6 +348,7 @@ func ParseDebeziumWithWorker(file string, cfg, worker map[string]string) (*Debez
 			"(tracingspancontext by default), its traceparent and tracestate become the record's headers; "+
 			"Debezium without OpenTelemetry adds no such header, with OpenTelemetry it adds its own span's (README: Coming from Debezium)")
 	}
+	d.Warnings = append(d.Warnings, p.warnings...)
 	d.DatabaseURL = p.databaseURL()
 	for k, v := range cfg {
 		if p.used[k] {
@@ -386,10 +387,11 @@ func Redact(option, value string) string {
 }
 
 type debeziumParser struct {
-	file string
-	cfg  map[string]string
-	used map[string]bool
-	bad  []string
+	file     string
+	cfg      map[string]string
+	used     map[string]bool
+	bad      []string
+	warnings []string
 }
 
 func (p *debeziumParser) get(k string) string {
@@ -505,6 +507,10 @@ func (p *debeziumParser) contextHeaders() []Header {
 	name := p.get("topic.prefix")
 	if name == "" {
 		name = p.get("database.server.name")
+	}
+	if name == "" {
+		p.warnings = append(p.warnings, "topic.prefix is not set (Debezium requires it): "+
+			"the __debezium.context.connectorLogicalName header is empty")
 	}
 	return []Header{
 		{Name: []byte("__debezium.context.connectorLogicalName"), Value: []byte(name)},
