@@ -512,3 +512,22 @@ func TestMapped_ADebeziumPlacementOfATimestampWithLessPrecisionIsRefusedAtStart(
 		t.Fatalf("err = %v, want timestamp(3) column at refused as a header (and timestamptz(6) made taken)", err)
 	}
 }
+
+// Debezium reads route.by.field with Struct.getString, which fails on every
+// event of a column that is not a string: such a table is refused at start.
+func TestMapped_ADebeziumRoutingColumnThatIsNotAStringIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype integer NOT NULL, aggregateid text, payload jsonb)`)
+	d, err := mapping.ParseDebezium("c.json", map[string]string{
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "app",
+		"table.include.list": "public.outboxevent", "transforms": "outbox", "transforms.outbox.type": mapping.EventRouter,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = mapping.Check(context.Background(), b.pool, "", d.Tables)
+	if err == nil || !strings.Contains(err.Error(), `column "aggregatetype" (topic) has type integer`) {
+		t.Fatalf("err = %v, want the integer routing column refused", err)
+	}
+}
