@@ -46,9 +46,7 @@ import (
 // Debezium, each with the reason; README "Coming from Debezium" lists them
 // too. A case listed here that passes fails the test, so the list stays
 // true.
-var knownDifferences = map[string]string{
-	"p48-tracing-without-opentelemetry": "the relay passes the tracingspancontext column on as traceparent/tracestate headers; Debezium without OpenTelemetry adds none",
-}
+var knownDifferences = map[string]string{}
 
 // relayOwnHeader is the header the relay adds after Debezium's (README:
 // each record also carries outbox-event-id, the status row's id).

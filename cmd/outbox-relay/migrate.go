@@ -39,7 +39,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	files, err := readTables(tablesConfig, debeziumConfig, workerConfig)
+	files, err := readTables(tablesConfig, debeziumConfig, workerConfig, false)
 	if err != nil {
 		return err
 	}

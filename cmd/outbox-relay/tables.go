@@ -26,7 +26,7 @@ type mappedFiles struct {
 // readTables reads a --tables-config and a --debezium-config file (either
 // may be ""). A file that cannot be read or parsed, or a table mapped twice,
 // is a setup error (exit 2) naming every option at fault.
-func readTables(tablesConfig, debeziumConfig, workerConfig string) (mappedFiles, error) {
+func readTables(tablesConfig, debeziumConfig, workerConfig string, openTelemetry bool) (mappedFiles, error) {
 	var f mappedFiles
 	seen := map[string]string{}
 	add := func(tables []*mapping.Table) error {
@@ -56,6 +56,9 @@ func readTables(tablesConfig, debeziumConfig, workerConfig string) (mappedFiles,
 		if err != nil {
 			return f, fmt.Errorf("%w: %w", cdc.ErrSetup, err)
 		}
+		if openTelemetry {
+			d.PropagateTraceContext()
+		}
 		if err := add(d.Tables); err != nil {
 			return f, err
 		}
@@ -68,7 +71,7 @@ func readTables(tablesConfig, debeziumConfig, workerConfig string) (mappedFiles,
 // cfg.Tables (and, from a Debezium file, the database URL when
 // --database-url is not given), and logs what it took.
 func loadTables(cfg *relay.Config, o runOpts, log *zap.Logger) error {
-	f, err := readTables(o.tablesConfig, o.debeziumConfig, o.debeziumWorkerConfig)
+	f, err := readTables(o.tablesConfig, o.debeziumConfig, o.debeziumWorkerConfig, o.debeziumOpenTelemetry)
 	if err != nil {
 		return err
 	}
@@ -77,6 +80,14 @@ func loadTables(cfg *relay.Config, o runOpts, log *zap.Logger) error {
 	}
 	for _, w := range f.warnings {
 		log.Warn("--debezium-config: assumed", zap.String("what", w))
+	}
+	switch {
+	case o.debeziumConfig != "" && o.debeziumOpenTelemetry:
+		log.Warn("--debezium-opentelemetry: each event's tracing.span.context.field column is passed on as its traceparent " +
+			"and tracestate headers; Debezium with OpenTelemetry writes its own span's, a child of that context (README: Coming from Debezium)")
+	case o.debeziumConfig != "":
+		log.Info("--debezium-config: tracing.span.context.field is not read, as Debezium without OpenTelemetry; " +
+			"--debezium-opentelemetry passes the context on as traceparent and tracestate headers")
 	}
 	cfg.Tables = f.tables
 	if o.debeziumConfig != "" && cfg.DatabaseURL == "" {

@@ -47,6 +47,19 @@ type Debezium struct {
 	Warnings []string
 }
 
+// PropagateTraceContext has each table read the column its
+// tracing.span.context.field names (tracingspancontext by default, where
+// the table has it) into the record's traceparent and tracestate headers,
+// as a Kafka Connect worker with OpenTelemetry propagates the context
+// (--debezium-opentelemetry). Without it, as Debezium without
+// OpenTelemetry (its default, which the conformance corpus records), the
+// column is not read and no trace header is written.
+func (d *Debezium) PropagateTraceContext() {
+	for _, t := range d.Tables {
+		t.TraceContext, t.TraceContextIfPresent = t.debeziumTrace, t.debeziumTraceIfPresent
+	}
+}
+
 // Unsupported lists options of a Debezium configuration the relay does not
 // support: the relay refuses to start rather than ignore them.
 type Unsupported struct {
@@ -343,11 +356,6 @@ func ParseDebeziumWithWorker(file string, cfg, worker map[string]string) (*Debez
 	p.valued("time.precision.mode", "adaptive,adaptive_time_microseconds", "timestamps are written as Debezium's adaptive mode does")
 	p.valued("decimal.handling.mode", "precise,double,string", "numeric columns are refused at start, whatever the mode")
 	p.valued("schema.name.adjustment.mode", "none,avro,avro_unicode", "the outbox schema names the relay writes need no adjustment")
-	if router != "" {
-		d.Warnings = append(d.Warnings, "tracing: where an outbox table has the column named by tracing.span.context.field "+
-			"(tracingspancontext by default), its traceparent and tracestate become the record's headers; "+
-			"Debezium without OpenTelemetry adds no such header, with OpenTelemetry it adds its own span's (README: Coming from Debezium)")
-	}
 	d.Warnings = append(d.Warnings, p.warnings...)
 	d.DatabaseURL = p.databaseURL()
 	for k, v := range cfg {
@@ -617,9 +625,10 @@ func (p *debeziumParser) table(router, name string) *Table {
 	t.Key = opt("table.field.event.key")
 	t.Payload = opt("table.field.event.payload")
 	t.Timestamp = opt("table.field.event.timestamp")
-	t.TraceContext = opt("tracing.span.context.field")
+	// Read only with OpenTelemetry (PropagateTraceContext), as Debezium.
+	t.debeziumTrace = opt("tracing.span.context.field")
 	_, set := p.cfg[prefix+"tracing.span.context.field"]
-	t.TraceContextIfPresent = !set         // Debezium's default: read it where the table has it
+	t.debeziumTraceIfPresent = !set        // Debezium's default: read it where the table has it
 	opt("tracing.operation.name")          // the relay starts no span: nothing to name
 	opt("tracing.with.context.field.only") // nor one for events without a context
 	t.Options["trace context"] = prefix + "tracing.span.context.field"

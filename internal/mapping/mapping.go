@@ -136,6 +136,11 @@ type Table struct {
 	// TraceContextIfPresent: the column is read only when the table has it
 	// (Debezium's default, tracingspancontext).
 	TraceContextIfPresent bool
+	// debeziumTrace and debeziumTraceIfPresent are a Debezium table's
+	// tracing.span.context.field, read only once PropagateTraceContext
+	// makes them TraceContext.
+	debeziumTrace          string
+	debeziumTraceIfPresent bool
 	// CESource is the table's CloudEvents source ("" for the relay's), and
 	// CEAttributes the columns that are its events' optional attributes.
 	CESource     string
