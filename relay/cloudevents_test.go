@@ -132,9 +132,11 @@ func TestCloudEvents_AMappedEventResentFromItsKeptRecordIsTheSameEvent(t *testin
 	}
 }
 
-// Debezium's tracing.span.context.field (by default tracingspancontext,
-// where the table has it) holds the span context as Java properties: its
-// traceparent and tracestate reach Kafka as the W3C headers.
+// With --debezium-opentelemetry, Debezium's tracing.span.context.field (by
+// default tracingspancontext, where the table has it) holds the span
+// context as Java properties: its traceparent and tracestate reach Kafka as
+// the W3C headers. (Without it, as Debezium without OpenTelemetry, no trace
+// header is written: the conformance corpus's p48.)
 func TestTraceContext_DebeziumsSpanContextColumnBecomesTheW3CHeaders(t *testing.T) {
 	t.Parallel()
 	b := setup(t, kfake.SeedTopics(1, "outbox.event.order"))
@@ -150,6 +152,7 @@ func TestTraceContext_DebeziumsSpanContextColumnBecomesTheW3CHeaders(t *testing.
 	if err != nil {
 		t.Fatalf("%+v", err)
 	}
+	d.PropagateTraceContext() // --debezium-opentelemetry: as a worker with OpenTelemetry
 	cfg := b.config(t)
 	cfg.Tables = b.mapped(t, d.Tables)
 	b.startRelay(t, cfg)

@@ -65,7 +65,7 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	if err == nil {
 		err = e.Build(kafka.Event{ID: e.id, Topic: []byte(rec.Topic), Key: rec.Key, Value: rec.Value,
 			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
-			Partition: rec.Partition, Partitioned: rec.Partition >= 0, CloudEvents: m.ce != nil})
+			Partition: rec.Partition, Partitioned: rec.Partition >= 0, CloudEvents: m.ce != nil, KeylessTombstone: m.table.Debezium})
 	}
 	if err == nil && m.ce != nil {
 		e.ceAttrs = rec.CE
@@ -103,6 +103,9 @@ func (e *event) keptCopy() *store.Copy {
 		}
 		for _, h := range hs {
 			if k := string(h.Key); k != kafka.HeaderEventID && k != kafka.HeaderEventType {
+				if h.Value == nil { // a Debezium placed column that is NULL: a header with a null value
+					k = nullHeaderPrefix + k
+				}
 				c.Headers = append(c.Headers, [2]string{k, string(h.Value)})
 			}
 		}
@@ -112,6 +115,10 @@ func (e *event) keptCopy() *store.Copy {
 	}
 	return c
 }
+
+// nullHeaderPrefix marks a kept record's header whose value is null (not
+// empty), which the copy's [name, value] strings cannot say otherwise.
+const nullHeaderPrefix = "\x01null\x01"
 
 // fillFromCopy makes e's record from the copy kept of a mapped event (the
 // poller's retries and resends: the row may be gone).
@@ -131,11 +138,15 @@ func fillFromCopy(e *event, id [16]byte, c *store.Copy, ce *ceWriter, t *mapping
 				attrs = append(attrs, mapping.Header{Name: []byte(name), Value: []byte(h[1])})
 				continue
 			}
+			if name, ok := strings.CutPrefix(h[0], nullHeaderPrefix); ok {
+				hs = append(hs, kafka.Header{Key: []byte(name)})
+				continue
+			}
 			hs = append(hs, kafka.Header{Key: []byte(h[0]), Value: []byte(h[1])})
 		}
 		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.Key, Value: c.Value, Placed: hs,
 			EventType: c.EventType, Timestamp: c.CreatedAt, Partition: c.Partition, Partitioned: c.Partition >= 0,
-			CloudEvents: ce != nil})
+			CloudEvents: ce != nil, KeylessTombstone: t != nil && t.Debezium})
 	}
 	if err == nil && ce != nil {
 		e.ceAttrs = attrs

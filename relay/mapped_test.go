@@ -32,10 +32,12 @@ const debeziumTable = `CREATE TABLE public.outboxevent (
 	payload       jsonb
 )`
 
+// headerList lists r's headers but the relay's own and Debezium's
+// __debezium.context.* (TestDebeziumConformance checks those).
 func headerList(r *kgo.Record) string {
 	var hs []string
 	for _, h := range r.Headers {
-		if h.Key != kafka.HeaderEventID {
+		if h.Key != kafka.HeaderEventID && !strings.HasPrefix(h.Key, "__debezium.context.") {
 			hs = append(hs, h.Key+"="+string(h.Value))
 		}
 	}
@@ -442,4 +444,92 @@ func (b *testBundle) mapped(t *testing.T, tables []*mapping.Table) []*mapping.Ta
 		b.exec(t, tb.GrantSQL())
 	}
 	return tables
+}
+
+// A placed column that is NULL is a header with a null value (Debezium's),
+// also when the record is made again from its kept copy (a resend).
+func TestMapped_ADebeziumHeaderOfANullColumnStaysNullWhenResent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text,
+		payload jsonb, note text)`)
+	d, err := mapping.ParseDebezium("c.json", map[string]string{
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "app",
+		"table.include.list": "public.outboxevent", "transforms": "outbox",
+		"transforms.outbox.type":                              mapping.EventRouter,
+		"transforms.outbox.table.fields.additional.placement": "note:header",
+		"key.converter":                                       "org.apache.kafka.connect.storage.StringConverter",
+		"value.converter":                                     "org.apache.kafka.connect.json.JsonConverter",
+		"value.converter.schemas.enable":                      "false",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config(t)
+	cfg.Tables = b.mapped(t, d.Tables)
+	b.startRelay(t, cfg)
+	const id = "6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e209"
+	b.exec(t, `INSERT INTO public.outboxevent VALUES ($1, 'late', 'k', '{}', NULL)`, id)
+	b.waitStatus(t, "FAILED", 1, 30*time.Second) // its topic does not exist yet
+	if _, err := kadm.NewClient(newKgo(t, b.brokers)).CreateTopics(context.Background(), 1, 1, nil, "outbox.event.late"); err != nil {
+		t.Fatal(err)
+	}
+	var resent bool
+	if err := b.pool.QueryRow(context.Background(), `SELECT outbox.resend('public.outboxevent', $1)`, id).Scan(&resent); err != nil || !resent {
+		t.Fatalf("resend = %v, %v", resent, err)
+	}
+	b.waitStatus(t, "SENT", 1, 30*time.Second)
+	rec := kafkatest.Consume(t, b.brokers, 1, 10*time.Second, "outbox.event.late")[0]
+	for _, h := range rec.Headers {
+		if h.Key == "note" {
+			if h.Value != nil {
+				t.Fatalf("header note = %q, want a null value", h.Value)
+			}
+			return
+		}
+	}
+	t.Fatalf("no header note: %v", rec.Headers)
+}
+
+// Debezium writes a timestamp(0..5) column with its own precision, which
+// the relay does not: such a placed column is refused at start, not
+// written otherwise.
+func TestMapped_ADebeziumPlacementOfATimestampWithLessPrecisionIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text,
+		payload jsonb, at timestamp(3), made timestamptz(6))`)
+	d, err := mapping.ParseDebezium("c.json", map[string]string{
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "app",
+		"table.include.list": "public.outboxevent", "transforms": "outbox",
+		"transforms.outbox.type":                              mapping.EventRouter,
+		"transforms.outbox.table.fields.additional.placement": "at:header,made:header",
+		"transforms.outbox.table.field.event.timestamp":       "at",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = mapping.Check(context.Background(), b.pool, "", d.Tables)
+	if err == nil || !strings.Contains(err.Error(), `column "at" of public.outboxevent is timestamp(3)`) || strings.Contains(err.Error(), `"made"`) {
+		t.Fatalf("err = %v, want timestamp(3) column at refused as a header (and timestamptz(6) made taken)", err)
+	}
+}
+
+// Debezium reads route.by.field with Struct.getString, which fails on every
+// event of a column that is not a string: such a table is refused at start.
+func TestMapped_ADebeziumRoutingColumnThatIsNotAStringIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype integer NOT NULL, aggregateid text, payload jsonb)`)
+	d, err := mapping.ParseDebezium("c.json", map[string]string{
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "app",
+		"table.include.list": "public.outboxevent", "transforms": "outbox", "transforms.outbox.type": mapping.EventRouter,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = mapping.Check(context.Background(), b.pool, "", d.Tables)
+	if err == nil || !strings.Contains(err.Error(), `column "aggregatetype" (topic) has type integer`) {
+		t.Fatalf("err = %v, want the integer routing column refused", err)
+	}
 }

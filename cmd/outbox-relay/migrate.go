@@ -25,20 +25,21 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs.SecretURL(&dbURL, "database-url", "", "PostgreSQL URL of the database that holds the outbox (required unless --print, or --debezium-config with database.*)")
 	fs.Bool(&print, "print", false, "write the schema SQL to stdout instead of applying it (for teams that apply it themselves)")
 	fs.Int(&downTo, "down-to", -1, "revert migrations above this version (0 removes the outbox tables); -1: none")
-	var tablesConfig, debeziumConfig, publication string
+	var tablesConfig, debeziumConfig, workerConfig, publication string
 	fs.String(&tablesConfig, "tables-config", "", "also add the tables this --tables-config file maps to the publication (run's flag)")
 	fs.String(&debeziumConfig, "debezium-config", "", "also add the tables of this Debezium connector configuration to the publication (run's flag)")
+	fs.String(&workerConfig, "debezium-worker-config", "", "the Kafka Connect worker's properties file (run's flag)")
 	fs.String(&publication, "publication", cdc.PublicationDefault, "the relay's publication, for mapped tables")
 	roles, orderColumns := true, true
 	fs.Bool(&roles, "roles", true, "create the group roles outbox_writer, outbox_operator and outbox_relay when missing, "+
 		"and grant each what its job needs (and outbox_relay SELECT on mapped tables); false: manage roles yourself")
 	fs.Bool(&orderColumns, "order-columns", true, "give mapped tables the order columns outbox_created_at and outbox_seq (no table rewrite), "+
 		"which the backfill of a new slot, the gap sweep and --mode poll need; false: stream only")
-	fs.Shared("tables-config", "debezium-config", "publication")
+	fs.Shared("tables-config", "debezium-config", "debezium-worker-config", "publication")
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	files, err := readTables(tablesConfig, debeziumConfig)
+	files, err := readTables(tablesConfig, debeziumConfig, workerConfig, false)
 	if err != nil {
 		return err
 	}

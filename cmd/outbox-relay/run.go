@@ -73,6 +73,8 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events (and the mapped tables), created if missing")
 	fs.String(&o.tablesConfig, "tables-config", "", "JSON file mapping your own outbox tables (see README: Your own table); outbox.events is always relayed")
 	fs.String(&o.debeziumConfig, "debezium-config", "", "a Debezium outbox connector's configuration (its JSON or .properties): relay its tables as Debezium would; its database.* settings stand in for --database-url")
+	fs.Bool(&o.debeziumOpenTelemetry, "debezium-opentelemetry", false, "with --debezium-config, pass each event's tracing.span.context.field column (tracingspancontext) on as traceparent and tracestate headers, as a Kafka Connect worker with OpenTelemetry propagates it; off, as Debezium without OpenTelemetry, the column is not read")
+	fs.String(&o.debeziumWorkerConfig, "debezium-worker-config", "", "the Kafka Connect worker's properties file: its key.converter, value.converter and header.converter (with their settings) apply where the --debezium-config names none, as in Kafka Connect")
 	fs.Duration(&c.StatusInterval, "status-interval", cdc.StatusIntervalDefault, "how often the slot's confirmed position is reported"+zeroDefault)
 	fs.Duration(&c.ReplicationTimeout, "replication-timeout", relay.ReplicationTimeoutDefault, "when nothing arrives on the replication connection for this long (a reply is asked for after a quarter of it), reconnect; also the TCP user timeout of every PostgreSQL connection, and how long /readyz tolerates a silent or stalled stream"+zeroDefault)
 	fs.Duration(&c.StatementTimeout, "statement-timeout", relay.StatementTimeoutDefault, "longest any one statement of the relay may take; one that runs out is retried on a fresh connection"+zeroDefault)
@@ -138,8 +140,9 @@ const metricsAddrDefault = ":9677"
 type runOpts struct {
 	logLevel, logFormat, debugAddr, metricsAddr string
 	tablesConfig, debeziumConfig                string
+	debeziumWorkerConfig                        string
 	maxProcs, gcPercent, metricsMaxTopics       int
-	debugAllowRemote                            bool
+	debugAllowRemote, debeziumOpenTelemetry     bool
 	// console: the operator console run serves (off without an address),
 	// through consoleDB (--database-url when empty).
 	console   console.Config

@@ -19,12 +19,14 @@ type mappedFiles struct {
 	// dbURL is the URL a Debezium file's database.* make ("" without them).
 	dbURL string
 	notes []string // the Debezium file's options that change nothing published
+	// warnings say what the relay assumed of the Debezium configuration.
+	warnings []string
 }
 
 // readTables reads a --tables-config and a --debezium-config file (either
 // may be ""). A file that cannot be read or parsed, or a table mapped twice,
 // is a setup error (exit 2) naming every option at fault.
-func readTables(tablesConfig, debeziumConfig string) (mappedFiles, error) {
+func readTables(tablesConfig, debeziumConfig, workerConfig string, openTelemetry bool) (mappedFiles, error) {
 	var f mappedFiles
 	seen := map[string]string{}
 	add := func(tables []*mapping.Table) error {
@@ -50,14 +52,17 @@ func readTables(tablesConfig, debeziumConfig string) (mappedFiles, error) {
 		}
 	}
 	if debeziumConfig != "" {
-		d, err := mapping.LoadDebezium(debeziumConfig)
+		d, err := mapping.LoadDebeziumWithWorker(debeziumConfig, workerConfig)
 		if err != nil {
 			return f, fmt.Errorf("%w: %w", cdc.ErrSetup, err)
+		}
+		if openTelemetry {
+			d.PropagateTraceContext()
 		}
 		if err := add(d.Tables); err != nil {
 			return f, err
 		}
-		f.dbURL, f.notes = d.DatabaseURL, d.Notes
+		f.dbURL, f.notes, f.warnings = d.DatabaseURL, d.Notes, d.Warnings
 	}
 	return f, nil
 }
@@ -66,12 +71,23 @@ func readTables(tablesConfig, debeziumConfig string) (mappedFiles, error) {
 // cfg.Tables (and, from a Debezium file, the database URL when
 // --database-url is not given), and logs what it took.
 func loadTables(cfg *relay.Config, o runOpts, log *zap.Logger) error {
-	f, err := readTables(o.tablesConfig, o.debeziumConfig)
+	f, err := readTables(o.tablesConfig, o.debeziumConfig, o.debeziumWorkerConfig, o.debeziumOpenTelemetry)
 	if err != nil {
 		return err
 	}
 	for _, note := range f.notes {
 		log.Info("--debezium-config: option taken as it is", zap.String("option", note))
+	}
+	for _, w := range f.warnings {
+		log.Warn("--debezium-config: assumed", zap.String("what", w))
+	}
+	switch {
+	case o.debeziumConfig != "" && o.debeziumOpenTelemetry:
+		log.Warn("--debezium-opentelemetry: each event's tracing.span.context.field column is passed on as its traceparent " +
+			"and tracestate headers; Debezium with OpenTelemetry writes its own span's, a child of that context (README: Coming from Debezium)")
+	case o.debeziumConfig != "":
+		log.Info("--debezium-config: tracing.span.context.field is not read, as Debezium without OpenTelemetry; " +
+			"--debezium-opentelemetry passes the context on as traceparent and tracestate headers")
 	}
 	cfg.Tables = f.tables
 	if o.debeziumConfig != "" && cfg.DatabaseURL == "" {
@@ -90,8 +106,8 @@ func loadTables(cfg *relay.Config, o runOpts, log *zap.Logger) error {
 // describe says in one line how t maps.
 func describe(t *mapping.Table) string {
 	parts := []string{"id=" + t.ID, "payload=" + t.Payload, "topic=" + t.Topic}
-	if t.TopicRegex != nil {
-		parts = append(parts, fmt.Sprintf("topic regex %q → %q", t.TopicRegex, t.TopicReplacement))
+	if t.TopicRouter != nil {
+		parts = append(parts, fmt.Sprintf("topic regex %q → %q", t.TopicRouter, t.TopicRouter.Replacement()))
 	}
 	if t.Key != "" {
 		parts = append(parts, "key="+t.Key)

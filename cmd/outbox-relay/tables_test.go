@@ -173,3 +173,55 @@ func TestSecrets_TheDatabaseURLAndSASLPasswordCanComeFromFiles(t *testing.T) {
 		t.Errorf("a password given twice: exit %d\n%s", code, errOut)
 	}
 }
+
+func TestMigrate_ADebeziumConfigBeforeTheFirstRunCreatesThePublicationItNames(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	u, _ := url.Parse(dbURL)
+	pub := "pub_" + strings.TrimPrefix(u.Path, "/outbox_test_") // publications are per database; a name of its own all the same
+	execSQL(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb)`)
+	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+		"table.include.list": "public.outboxevent", "transforms": "outbox",
+		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`)
+	run := cliAs(context.Background(), dbURL)
+	for range 2 { // idempotent
+		if out, errOut, code := run("migrate", "--debezium-config", file, "--publication", pub); code != 0 {
+			t.Fatalf("migrate before the first run: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_publication_tables WHERE pubname = $1
+		AND (schemaname, tablename) IN (('public', 'outboxevent'), ('outbox', 'events'))`, pub); n != 2 {
+		t.Fatalf("publication %s holds %d of outbox.events and public.outboxevent, want both", pub, n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_publication WHERE pubname = $1 AND pubinsert AND NOT pubupdate`, pub); n != 1 {
+		t.Fatalf("publication %s does not publish inserts only", pub)
+	}
+}
+
+// The worker's converters apply where the connector names none: a worker
+// whose value converter the relay cannot write stops run at start, named,
+// and so does its env var.
+func TestRun_TheDebeziumWorkerConfigsConvertersApplyWhereTheConnectorNamesNone(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+		"database.hostname": "127.0.0.1", "database.port": "1", "database.dbname": "orders",
+		"table.include.list": "public.outboxevent", "topic.prefix": "app",
+		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`)
+	worker := writeFile(t, "connect-distributed.properties", "bootstrap.servers=kafka:9092\n"+
+		"key.converter=org.apache.kafka.connect.storage.StringConverter\n"+
+		"value.converter=io.confluent.connect.avro.AvroConverter\n"+
+		"value.converter.schema.registry.url=http://registry:8081\n")
+	for _, args := range [][]string{
+		{"run", "--debezium-config", file, "--debezium-worker-config", worker},
+		{"run", "--debezium-config", file},
+	} {
+		e := env("OUTBOX_KAFKA_BROKERS", "127.0.0.1:9092")
+		if len(args) == 3 {
+			e = env("OUTBOX_KAFKA_BROKERS", "127.0.0.1:9092", "OUTBOX_DEBEZIUM_WORKER_CONFIG", worker)
+		}
+		out, errOut, code := runCLI(t, e, args...)
+		if code != 2 || !strings.Contains(errOut, "value.converter:") || !strings.Contains(errOut, "AvroConverter") {
+			t.Errorf("%v: exit %d, want 2 naming the worker's value.converter\n%s%s", args, code, out, errOut)
+		}
+	}
+}

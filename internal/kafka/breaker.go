@@ -139,12 +139,13 @@ func (p *Publisher) returned(m *Message, out Outcome, unavailable error) {
 // breaker has closed meanwhile, when they are about to arrive), every
 // message sarama gives back as unavailable and every message Publish is
 // given while the breaker is not closed gets the outcome Deferred at once
-// instead of waiting for the cluster; the relay queues them (spill). A
-// message sarama had may still reach Kafka as the old producer closes, so
-// it can arrive twice, never out of order: no new producer sends until the
-// old one has closed. The breaker still recovers by itself: with nothing to
-// resend, a new producer that connects closes it. Off: outages are waited
-// out again.
+// instead of waiting for the cluster; the relay queues them (spill). The
+// producer that saw the outage is fenced off (fence.go) and delivers
+// nothing after that; a request it had written before may still have
+// reached Kafka, so a message can arrive twice, never out of order: its
+// first copy lands before anything the relay sends later. The breaker still
+// recovers by itself: with nothing to resend, a new producer that connects
+// closes it. Off: outages are waited out again.
 func (p *Publisher) Defer(on bool) {
 	p.mu.Lock()
 	p.deferring = on
@@ -223,7 +224,10 @@ func (p *Publisher) recoverLoop() {
 	defer p.wakeOnDone(ctx)()
 	for (p.state != BreakerClosed || len(p.resend) > 0) && ctx.Err() == nil {
 		// What is still in flight comes back before anything is resent, so
-		// the resend keeps the original order.
+		// the resend keeps the original order. The producer that gave the
+		// first message back as unavailable is fenced off (failed), so the
+		// rest of what it holds comes back failed too, never delivered
+		// behind an earlier message that waits for its resend.
 		if p.waitIdle(ctx) != nil {
 			break
 		}
@@ -241,8 +245,9 @@ func (p *Publisher) recoverLoop() {
 	p.cond.Broadcast()
 }
 
-// retire closes the producer that saw the outage: a new one starts with a
-// new producer id, so no sequence state of the old one survives. It lets go
+// retire closes the producer that saw the outage, fenced off already and
+// with nothing in flight: a new one starts with a new producer id, so no
+// sequence state of the old one survives. It lets go
 // of p.mu while the producer closes.
 func (p *Publisher) retire() {
 	if p.producer == nil {

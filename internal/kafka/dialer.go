@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -14,6 +15,10 @@ import (
 type dialer struct {
 	cfg Config
 	sc  *sarama.Config
+	// netDial opens the producers' connections; nil: a net.Dialer with
+	// the configured timeout. Tests put a switch here to cut the cluster
+	// off from the producers.
+	netDial func(network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
 	client sarama.Client // nil until the cluster was first reached
@@ -36,8 +41,8 @@ type refusal struct{ error }
 
 func (r refusal) Unwrap() error { return r.error }
 
-// producer connects a new producer, and the metadata client first if there
-// is none yet. Only the publisher's recovery (or Open) calls it, one call
+// producer connects a new producer, behind a fence of its own (fence.go),
+// and the metadata client first if there is none yet. Only the publisher's recovery (or Open) calls it, one call
 // at a time. An error that waiting cannot fix is a refusal. Every seed
 // broker is probed first (probe.go) and sarama is given only those that
 // answered as Kafka: sarama must never read a non-Kafka answer.
@@ -58,11 +63,21 @@ func (d *dialer) producer(ctx context.Context) (sarama.AsyncProducer, error) {
 		d.client = client
 		d.mu.Unlock()
 	}
-	producer, err := sarama.NewAsyncProducer(seeds, d.sc)
+	f := newFence(d.netDial)
+	if f.dial == nil {
+		nd := &net.Dialer{Timeout: d.sc.Net.DialTimeout, KeepAlive: d.sc.Net.KeepAlive}
+		f.dial = nd.Dial
+	}
+	sc := *d.sc // the producer's own copy, whose connections go through its fence
+	sc.Net.Proxy.Enable = true
+	sc.Net.Proxy.Dialer = f
+	sc.Producer.Retry.BackoffFunc = f.backoff(sc.Producer.Retry.Backoff)
+	sc.Metadata.Retry.BackoffFunc = f.backoff(sc.Metadata.Retry.Backoff)
+	producer, err := sarama.NewAsyncProducer(seeds, &sc)
 	if err != nil {
 		return nil, d.explain(err)
 	}
-	return producer, nil
+	return &fencedProducer{AsyncProducer: producer, fence: f}, nil
 }
 
 // probe probes the seed brokers at once and returns those that answered as

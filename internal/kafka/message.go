@@ -75,6 +75,9 @@ type Event struct {
 	// CloudEvents: the record becomes a CloudEvent, whose headers (ce_*,
 	// content-type) are reserved too (ReservedHeader).
 	CloudEvents bool
+	// KeylessTombstone allows a tombstone without a key, as Debezium
+	// produces one (a compacted topic refuses it).
+	KeylessTombstone bool
 }
 
 // Header is one record header; the slices may alias the row's buffers.
@@ -118,7 +121,7 @@ func (m *Message) Build(ev Event) error {
 	}
 	if ev.Value != nil {
 		r.Value = sarama.ByteEncoder(ev.Value)
-	} else if ev.Key == nil {
+	} else if ev.Key == nil && !ev.KeylessTombstone {
 		return errors.New("a tombstone needs a key: payload and key are both NULL")
 	}
 	if ev.Headers != nil {

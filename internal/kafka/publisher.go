@@ -258,15 +258,17 @@ func (p *Publisher) collect(producer sarama.AsyncProducer, collected chan struct
 				errs = nil
 				continue
 			}
-			p.failed(pe.Msg.Metadata.(*Message), pe.Err)
+			p.failed(producer, pe.Msg.Metadata.(*Message), pe.Err)
 		}
 	}
 }
 
-// failed books a message sarama gave back with err.
-func (p *Publisher) failed(m *Message, err error) {
+// failed books a message producer gave back with err. An outage shuts
+// the producer's fence first: it must deliver nothing more (fence.go).
+func (p *Publisher) failed(producer sarama.AsyncProducer, m *Message, err error) {
 	switch class, reason := classify(err); class {
 	case classUnavailable:
+		shutFence(producer)
 		p.returned(m, Outcome{}, err)
 	case classMessage:
 		if reason == ReasonMessageTooLarge && !isClientSizeCheck(err) && !m.alone {

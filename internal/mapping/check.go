@@ -67,6 +67,8 @@ func Check(ctx context.Context, db Querier, publication string, tables []*Table)
 type catalogColumn struct {
 	oid                        uint32
 	notNull, unique, generated bool
+	defaultExpr                *string
+	typmod                     int32
 }
 
 func (t *Table) check(ctx context.Context, db Querier, publication string) (problems []string, published bool, err error) {
@@ -80,7 +82,7 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 		var name string
 		var oid int64
 		var c catalogColumn
-		if err := rows.Scan(&name, &oid, &c.notNull, &c.unique, &c.generated); err != nil {
+		if err := rows.Scan(&name, &oid, &c.notNull, &c.unique, &c.generated, &c.defaultExpr, &c.typmod); err != nil {
 			return nil, false, fmt.Errorf("reading the columns of %s: %w", t.QualifiedName(), err)
 		}
 		c.oid = uint32(oid) //nolint:gosec // an OID
@@ -94,13 +96,15 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 	if len(cols) == 0 {
 		return []string{fmt.Sprintf("%s: table %s does not exist (or is not a table)", where, t.QualifiedName())}, true, nil
 	}
-	read := &catalog{notNull: map[string]bool{},
+	read := &catalog{notNull: map[string]bool{}, defaults: map[string]string{},
 		ordered: cols[OrderCreatedAt].oid == OIDTimestamptz && cols[OrderSeq].oid == OIDInt8, payloadOID: cols[t.Payload].oid}
 	defer t.catalog.Store(read)
 	for _, u := range t.Columns() {
 		c, ok := cols[u.Column]
 		option := t.option(u.Use)
 		switch {
+		case !ok && t.PlacementsIfPresent && u.placement():
+			continue // left out, as Debezium's table.field.additional.missing=ignore does
 		case !ok:
 			problems = append(problems, fmt.Sprintf("%s: %s names column %q (%s), which %s does not have",
 				where, option, u.Column, u.Use, t.QualifiedName()))
@@ -112,11 +116,19 @@ func (t *Table) check(ctx context.Context, db Querier, publication string) (prob
 		if err := readable(u, c.oid, t); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %s: %v", where, option, err))
 		}
+		if t.Debezium && u.Use != "timestamp" && (c.oid == OIDTimestamp || c.oid == OIDTimestamptz) && c.typmod >= 0 && c.typmod < 6 {
+			problems = append(problems, fmt.Sprintf("%s: %s: column %q of %s is %s(%d): Debezium writes such a column "+
+				"with its own precision (milliseconds, or %d fraction digits), which the relay does not: give it the default precision",
+				where, option, u.Column, t.QualifiedName(), TypeName(c.oid), c.typmod, c.typmod))
+		}
 		if u.Use == "id" && !c.unique {
 			problems = append(problems, fmt.Sprintf("%s: %s: column %q of %s is not unique: give it a primary key or unique index of its own",
 				where, option, u.Column, t.QualifiedName()))
 		}
 		read.notNull[u.Column] = c.notNull
+		if c.defaultExpr != nil {
+			read.defaults[u.Column] = *c.defaultExpr
+		}
 	}
 	if publication == "" { // poll mode: no stream
 		return problems, true, nil
@@ -154,15 +166,22 @@ func (t *Table) option(use string) string {
 }
 
 // PublicationSQL is the statement that adds t to publication unless it is
-// in it already: what `migrate` runs and `migrate --print` prints for a
-// mapped table. Besides the order columns (OrderSQL), the relay adds
-// nothing to the table (no trigger): it reads the stream and keeps its own
-// copies.
+// in it already, creating the publication (with outbox.events, inserts
+// only, as the relay creates it) when it does not exist yet, so that
+// `migrate` works before the relay's first start: what `migrate` runs and
+// `migrate --print` prints for a mapped table. Besides the order columns
+// (OrderSQL), the relay adds nothing to the table (no trigger): it reads
+// the stream and keeps its own copies.
 func (t *Table) PublicationSQL(publication string) string {
 	lit := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	pub := pgx.Identifier{publication}.Sanitize()
+	create := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE outbox.events, %s WITH (publish = 'insert'", pub, t.Ident())
 	return fmt.Sprintf(`DO $$ BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s AND tablename = %s) THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = %s) THEN
+        EXECUTE %s || CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 180000
+                          THEN ', publish_generated_columns = stored)' ELSE ')' END;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s AND tablename = %s) THEN
         ALTER PUBLICATION %s ADD TABLE %s;
     END IF;
-END $$;`, lit(publication), lit(t.Schema), lit(t.Name), pgx.Identifier{publication}.Sanitize(), t.Ident())
+END $$;`, lit(publication), lit(create), lit(publication), lit(t.Schema), lit(t.Name), pub, t.Ident())
 }

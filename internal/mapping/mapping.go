@@ -37,6 +37,16 @@ const (
 	String
 )
 
+// For is the converter that writes a column of type oid: Debezium's
+// BinaryDataConverter (Bytes with a delegate other than Raw) writes bytea
+// as it is and hands any other type to its delegate.
+func (c Converter) For(oid uint32, delegate Converter) Converter {
+	if c == Bytes && delegate != Raw && oid != OIDBytea {
+		return delegate
+	}
+	return c
+}
+
 func (c Converter) String() string {
 	switch c {
 	case JSON:
@@ -75,13 +85,11 @@ type Table struct {
 	Headers      string // a jsonb/json object of string values, as outbox.events has
 	// Topic is a template over columns: literal text and ${column}.
 	Topic string
-	// TopicRegex and TopicReplacement, when TopicRegex is set, rewrite
-	// the template's result (Debezium's route.topic.regex and
-	// route.topic.replacement): the whole result must match, and
-	// ${group} in the replacement names a group of the regex.
-	TopicRegex       *regexp.Regexp
-	TopicReplacement string
-	Placements       []Placement
+	// TopicRouter, when set, routes the template's result to the topic
+	// (Debezium's route.topic.regex and route.topic.replacement, with
+	// Java's regex semantics).
+	TopicRouter *TopicRouter
+	Placements  []Placement
 	// IDHeader, when set, is a header carrying the event id's text
 	// (Debezium's "id").
 	IDHeader string
@@ -90,6 +98,36 @@ type Table struct {
 	ExpandJSON bool
 	// KeyConverter and ValueConverter serialize the key and the value.
 	KeyConverter, ValueConverter Converter
+	// KeyDelegate and ValueDelegate, unless Raw, are the delegates of
+	// Debezium's BinaryDataConverter (a Bytes converter): they write
+	// columns that are not bytea.
+	KeyDelegate, ValueDelegate Converter
+	// Debezium: the table comes from a Debezium configuration, and its
+	// records follow Debezium's rules where a tables file's differ: a NULL
+	// key or payload goes through its converter (JsonConverter writes
+	// null), a NULL partition column leaves the record to the key's
+	// partition, a NULL placed column is a header with a null value, and a
+	// tombstone may have no key.
+	Debezium bool
+	// ContextHeaders come first on every record: Debezium's
+	// __debezium.context.* headers (extended.headers.enabled).
+	ContextHeaders []Header
+	// TombstoneOnEmpty makes a NULL, empty or blank text payload a
+	// tombstone (Debezium's route.tombstone.on.empty.payload).
+	TombstoneOnEmpty bool
+	// HeaderConverter writes placed headers: Raw (SimpleHeaderConverter:
+	// a column's text) or JSON (JsonConverter without schemas).
+	HeaderConverter Converter
+	// PlacementsIfPresent leaves out a placement whose column the table
+	// lacks (Debezium's table.field.additional.missing=ignore).
+	PlacementsIfPresent bool
+	// ExpandNulls keeps JSON null members of an expanded payload
+	// (table.json.payload.null.behavior=optional_bytes).
+	ExpandNulls bool
+	// SchemaVersion names the column whose value is the version of the
+	// value's schema (table.field.event.schema.version); ConnectorName is
+	// the connector's topic.prefix, which names that schema.
+	SchemaVersion, ConnectorName string
 	// TraceContext names a column holding the event's W3C trace context:
 	// a traceparent value, or Java properties text with traceparent and
 	// tracestate lines (Debezium's tracing.span.context.field). Its
@@ -98,6 +136,11 @@ type Table struct {
 	// TraceContextIfPresent: the column is read only when the table has it
 	// (Debezium's default, tracingspancontext).
 	TraceContextIfPresent bool
+	// debeziumTrace and debeziumTraceIfPresent are a Debezium table's
+	// tracing.span.context.field, read only once PropagateTraceContext
+	// makes them TraceContext.
+	debeziumTrace          string
+	debeziumTraceIfPresent bool
 	// CESource is the table's CloudEvents source ("" for the relay's), and
 	// CEAttributes the columns that are its events' optional attributes.
 	CESource     string
@@ -116,9 +159,10 @@ type Table struct {
 
 // catalog is what Check read of a table.
 type catalog struct {
-	notNull    map[string]bool // which mapped columns are NOT NULL
-	ordered    bool            // the order columns exist (order.go)
-	payloadOID uint32          // the payload column's type
+	notNull    map[string]bool   // which mapped columns are NOT NULL
+	defaults   map[string]string // mapped columns' DEFAULT expressions (pg_get_expr)
+	ordered    bool              // the order columns exist (order.go)
+	payloadOID uint32            // the payload column's type
 }
 
 // QualifiedName is the table's schema-qualified name as users write it.
@@ -157,6 +201,7 @@ func (t *Table) Columns() []ColumnUse {
 	if !t.TraceContextIfPresent {
 		add(t.TraceContext, "trace context")
 	}
+	add(t.SchemaVersion, "schema version")
 	for _, a := range t.CEAttributes {
 		add(a.Column, "cloudevents "+a.Name)
 	}
@@ -165,6 +210,11 @@ func (t *Table) Columns() []ColumnUse {
 
 // ColumnUse is a column and what the mapping reads it for.
 type ColumnUse struct{ Column, Use string }
+
+// placement reports whether the column is read for a placement.
+func (u ColumnUse) placement() bool {
+	return strings.HasPrefix(u.Use, "placed as ") || u.Use == "partition"
+}
 
 var templateRef = regexp.MustCompile(`\$\{([^}]*)\}`)
 

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -53,11 +52,11 @@ func TestParseDebezium_NamesEveryUnsupportedOption(t *testing.T) {
 		"transforms.outbox.type": EventRouter,
 		"transforms.outbox.table.fields.additional.placement": "p:footer",
 		"transforms.outbox.tracing.no.such.option":            "x",
-		"transforms.outbox.table.field.event.schema.version":  "v",
+		"transforms.outbox.table.no.such.option":              "v",
 		"transforms.route.type":                               "org.apache.kafka.connect.transforms.RegexRouter",
 		"value.converter":                                     "io.confluent.connect.avro.AvroConverter",
 		"value.converter.schema.registry.url":                 "http://registry",
-		"signal.data.collection":                              "public.signals",
+		"no.such.connector.option":                            "x",
 	}
 	_, err := ParseDebezium("c.json", cfg)
 	var u *Unsupported
@@ -65,8 +64,8 @@ func TestParseDebezium_NamesEveryUnsupportedOption(t *testing.T) {
 		t.Fatalf("err = %v, want *Unsupported", err)
 	}
 	for _, want := range []string{"table.include.list:", "transforms.route:", "table.fields.additional.placement:",
-		"tracing.no.such.option:", "table.field.event.schema.version:", "value.converter:",
-		"value.converter.schema.registry.url:", "signal.data.collection:"} {
+		"tracing.no.such.option:", "table.no.such.option:", "value.converter:",
+		"value.converter.schema.registry.url:", "no.such.connector.option:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q:\n%v", want, err)
 		}
@@ -81,6 +80,7 @@ func TestParseDebezium_RefusesWhatTheConverterCannotServe(t *testing.T) {
 		"transforms.outbox.type": EventRouter,
 		"transforms.outbox.table.expand.json.payload":         "true",
 		"transforms.outbox.table.fields.additional.placement": "type:envelope:eventType",
+		"value.converter": "org.apache.kafka.connect.storage.StringConverter",
 	}
 	_, err := ParseDebezium("c.json", cfg)
 	if err == nil || !strings.Contains(err.Error(), "schemas.enable=false") || !strings.Contains(err.Error(), "type:envelope") {
@@ -116,8 +116,7 @@ var uuidBytes = []byte{0x6a, 0x1f, 0x2e, 0x3d, 0x4c, 0x5b, 0x4a, 0x69, 0x88, 0x9
 
 func debeziumTable(key, value Converter, expand bool) *Table {
 	t := &Table{Schema: "public", Name: "outbox", ID: "id", Key: "aggregateid", Payload: "payload",
-		Topic: "${aggregatetype}", TopicRegex: mustRegex("(?P<routedByValue>.*)"),
-		TopicReplacement: "outbox.event.${routedByValue}", IDHeader: "id",
+		Topic: "${aggregatetype}", TopicRouter: mustRouter("(?<routedByValue>.*)", "outbox.event.${routedByValue}"), IDHeader: "id",
 		Placements:   []Placement{{Column: "type", Alias: "eventType"}},
 		KeyConverter: key, ValueConverter: value, ExpandJSON: expand}
 	t.catalog.Store(&catalog{notNull: map[string]bool{"id": true, "aggregateid": true}})
@@ -230,7 +229,13 @@ func TestParseTables(t *testing.T) {
 	}
 }
 
-func mustRegex(s string) *regexp.Regexp { return regexp.MustCompile(s) }
+func mustRouter(re, replacement string) *TopicRouter {
+	r, err := NewTopicRouter(re, replacement)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
 
 func TestAppendJSONString_IsJSONAsJacksonWritesIt(t *testing.T) {
 	for _, s := range []string{"", "plain", `q"uote`, `back\slash`, "new\nline\ttab\r\b\f", "\x00\x01\x1f", "<b>&amp;</b>", "ünïcødé 😀"} {

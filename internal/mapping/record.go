@@ -5,12 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/outbox-relay/outbox-relay/cdc"
 )
@@ -64,7 +65,17 @@ type Bound struct {
 	envelope []Placement       // t's envelope placements
 	seq      int               // the index of outbox_seq; -1: none
 	trace    int               // the index of the trace context column; -1: none
-	routes   map[string]string // route value -> topic through t.TopicRegex (few values, many rows)
+	routes   map[string]string // route value -> topic through t.TopicRouter (few values, many rows)
+	// defaults are Debezium's column defaults by column index (nil
+	// without any), put in place of a NULL in every column but those
+	// read with Connect's typed getters (topic, timestamp, partition);
+	// defaultJSON the same by column name, for schemas.
+	defaults    map[int]columnDefault
+	defaultJSON map[string]string
+	// keyConv and valueConv are t's converters for the key and payload
+	// columns' types (BinaryDataConverter's delegate for a column that is
+	// not bytea).
+	keyConv, valueConv Converter
 }
 
 // topicPart is literal text, or the value of the column it names.
@@ -80,14 +91,18 @@ const maxRoutes = 4096
 // are NOT NULL, for the JSON converter's schemas.
 func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	b := &Bound{t: t, rel: rel, idx: map[string]int{}, seq: -1, trace: -1}
+	var exprs map[string]string
 	if c := t.catalog.Load(); c != nil {
-		b.notNull = c.notNull
+		b.notNull, exprs = c.notNull, c.defaults
 	}
 	if i := rel.ColumnIndex(OrderSeq); i >= 0 && rel.Columns[i].TypeOID == OIDInt8 {
 		b.seq = i
 	}
 	for _, u := range t.Columns() {
 		i := rel.ColumnIndex(u.Column)
+		if i < 0 && t.PlacementsIfPresent && u.placement() {
+			continue
+		}
 		if i < 0 {
 			return nil, fmt.Errorf("table %s: column %q (%s) is not in the stream; is it a generated column, or was it dropped?",
 				t.QualifiedName(), u.Column, u.Use)
@@ -113,11 +128,24 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	if last < len(t.Topic) {
 		b.parts = append(b.parts, topicPart{text: t.Topic[last:]})
 	}
-	if t.TopicRegex != nil {
+	if t.TopicRouter != nil {
 		b.routes = map[string]string{}
 	}
 	if t.IDHeader != "" {
 		b.idHeader = []byte(t.IDHeader)
+	}
+	if t.Debezium {
+		b.bindDefaults(exprs)
+	}
+	b.keyConv, b.valueConv = t.KeyConverter, t.ValueConverter
+	if i, ok := b.idx[t.Key]; ok && t.Key != "" {
+		b.keyConv = t.KeyConverter.For(rel.Columns[i].TypeOID, t.KeyDelegate)
+	}
+	if i, ok := b.idx[t.Payload]; ok {
+		b.valueConv = t.ValueConverter.For(rel.Columns[i].TypeOID, t.ValueDelegate)
+	}
+	if hasEnvelope(t.Placements) { // the value is a struct, never bytes
+		b.valueConv = t.ValueConverter.For(0, t.ValueDelegate)
 	}
 	for _, p := range t.Placements {
 		b.aliases = append(b.aliases, []byte(p.Alias))
@@ -126,6 +154,52 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 		}
 	}
 	return b, nil
+}
+
+// bindDefaults reads the mapped columns' defaults as Debezium does.
+func (b *Bound) bindDefaults(exprs map[string]string) {
+	typed := map[string]bool{b.t.Timestamp: true}
+	for _, c := range templateColumns(b.t.Topic) {
+		typed[c] = true
+	}
+	for _, p := range b.t.Placements {
+		if p.Partition {
+			typed[p.Column] = true
+		}
+	}
+	for col, expr := range exprs {
+		i, ok := b.idx[col]
+		if !ok {
+			continue
+		}
+		d, ok := debeziumDefault(b.rel.Columns[i].TypeOID, expr)
+		if !ok {
+			continue
+		}
+		if b.defaultJSON == nil {
+			b.defaults, b.defaultJSON = map[int]columnDefault{}, map[string]string{}
+		}
+		b.defaultJSON[col] = d.json
+		if !typed[col] {
+			b.defaults[i] = d
+		}
+	}
+}
+
+// withDefaults returns values with each NULL that has a default replaced
+// by it (a copy, only when there is one).
+func (b *Bound) withDefaults(values [][]byte) [][]byte {
+	copied := false
+	for i, d := range b.defaults {
+		if values[i] != nil {
+			continue
+		}
+		if !copied {
+			values, copied = append([][]byte(nil), values...), true
+		}
+		values[i] = d.value
+	}
+	return values
 }
 
 // EventID is the status row id of the event id in table: the first 16
@@ -147,6 +221,9 @@ func EventID(table, id string) [16]byte {
 func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 	t := b.t
 	var r Record
+	if b.defaults != nil {
+		values = b.withDefaults(values)
+	}
 	id, err := b.text(t.ID, values)
 	if err != nil {
 		return r, err
@@ -167,18 +244,32 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		if err != nil {
 			return r, err
 		}
-		if text != nil {
-			r.Key = b.convert(t.Key, values, t.KeyConverter, false)
+		switch {
+		case text != nil:
+			r.Key = b.convert(t.Key, values, b.keyConv)
+		case t.Debezium:
+			r.Key = b.null(t.Key, b.keyConv)
 		}
 	}
 	if r.Value, err = b.value(values); err != nil {
 		return r, err
 	}
+	r.Headers = append(r.Headers, t.ContextHeaders...)
 	if t.IDHeader != "" {
-		r.Headers = append(r.Headers, Header{Name: b.idHeader, Value: id})
+		v := id
+		if t.HeaderConverter == JSON {
+			v = b.convert(t.ID, values, JSON)
+		}
+		r.Headers = append(r.Headers, Header{Name: b.idHeader, Value: v})
 	}
 	for i, p := range t.Placements {
+		if _, ok := b.idx[p.Column]; !ok {
+			continue // table.field.additional.missing=ignore
+		}
 		if p.Partition {
+			if t.Debezium && values[b.idx[p.Column]] == nil {
+				continue // Debezium: no partition, the key's
+			}
 			if r.Partition, err = b.partition(p.Column, values); err != nil {
 				return r, err
 			}
@@ -187,11 +278,11 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		if p.Envelope {
 			continue
 		}
-		v, err := b.text(p.Column, values)
+		v, err := b.header(p.Column, values)
 		if err != nil {
 			return r, err
 		}
-		if v != nil {
+		if v != nil || t.Debezium { // Debezium keeps a NULL as a header with a null value
 			r.Headers = append(r.Headers, Header{Name: b.aliases[i], Value: v})
 		}
 	}
@@ -263,15 +354,14 @@ func (b *Bound) topic(values [][]byte) (string, error) {
 		buf = append(buf, v...)
 	}
 	topic := string(buf)
-	if t.TopicRegex != nil {
+	if t.TopicRouter != nil {
 		if routed, ok := b.routes[topic]; ok {
 			return routed, nil
 		}
-		m := t.TopicRegex.FindStringSubmatchIndex(topic)
-		if m == nil || m[0] != 0 || m[1] != len(topic) {
-			return "", fmt.Errorf("route value %q does not match route.topic.regex %q", topic, t.TopicRegex)
+		routed, err := t.TopicRouter.Route(topic)
+		if err != nil {
+			return "", err
 		}
-		routed := string(t.TopicRegex.ExpandString(nil, t.TopicReplacement, topic, m))
 		if len(b.routes) < maxRoutes {
 			b.routes[topic] = routed
 		}
@@ -287,36 +377,170 @@ func (b *Bound) topic(values [][]byte) (string, error) {
 // columns when there are any, through the value converter.
 func (b *Bound) value(values [][]byte) ([]byte, error) {
 	t := b.t
-	if values[b.idx[t.Payload]] == nil {
-		return nil, nil // a tombstone
-	}
-	payload := b.convert(t.Payload, values, t.ValueConverter, t.ExpandJSON)
-	if payload == nil { // jsonOf: not JSON, to be expanded
-		return nil, fmt.Errorf("payload column %s is not valid JSON (table.expand.json.payload is on)", t.Payload)
-	}
 	env := b.envelope
+	conv := b.valueConv
+	if len(env) > 0 {
+		conv = JSON // the envelope's fields are written as JSON; with schemas, in a struct
+	}
+	var payload []byte
+	switch v := values[b.idx[t.Payload]]; {
+	case v == nil && !t.Debezium, t.TombstoneOnEmpty && b.blank(t.Payload, v):
+		return nil, nil // a tombstone
+	case v == nil:
+		if len(env) == 0 {
+			return b.null(t.Payload, b.valueConv), nil
+		}
+		payload = []byte("null")
+	case t.ExpandJSON && (conv == JSON || conv == JSONSchema) && stringType(b.rel.Columns[b.idx[t.Payload]].TypeOID):
+		text, err := b.text(t.Payload, values)
+		if err != nil {
+			return nil, err
+		}
+		expanded, schema, ok, err := expandJSONSchema(text, t.ExpandNulls)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("payload column %s (table.expand.json.payload): %w", t.Payload, err)
+		case ok && conv == JSONSchema && schema != "":
+			payload = append(append(append([]byte(`{"schema":`), schema...), `,"payload":`...), expanded...)
+			payload = append(payload, '}')
+		case ok && conv == JSON:
+			payload = expanded
+		default:
+			payload = b.convert(t.Payload, values, conv)
+		}
+	default:
+		payload = b.convert(t.Payload, values, conv)
+	}
 	if len(env) == 0 {
 		return payload, nil
 	}
 	var buf bytes.Buffer
+	if b.valueConv == JSONSchema {
+		if err := b.envelopeSchema(&buf, values); err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"payload":`)
+	}
 	buf.WriteString(`{"payload":`)
 	buf.Write(payload)
 	for _, p := range env {
+		i, ok := b.idx[p.Column]
+		if !ok {
+			continue // table.field.additional.missing=ignore
+		}
 		buf.WriteByte(',')
 		buf.Write(jsonString([]byte(p.Alias)))
 		buf.WriteByte(':')
-		if values[b.idx[p.Column]] == nil {
+		if values[i] == nil {
 			buf.WriteString("null")
 		} else {
-			buf.Write(b.convert(p.Column, values, JSON, false))
+			buf.Write(b.convert(p.Column, values, JSON))
 		}
 	}
 	buf.WriteByte('}')
+	if b.valueConv == JSONSchema {
+		buf.WriteByte('}')
+	}
 	return buf.Bytes(), nil
 }
 
+// envelopeSchema writes the start of JsonConverter's envelope of a value
+// with envelope placements: {"schema": the struct of the payload and the
+// placed fields, named <topic.prefix>.<schema>.<table>.<route value>.Value
+// (Debezium's), versioned by the schema version column when set.
+func (b *Bound) envelopeSchema(buf *bytes.Buffer, values [][]byte) error {
+	t := b.t
+	field := func(col, name string) {
+		oid := b.rel.Columns[b.idx[col]].TypeOID
+		s := schemaOf(oid, !b.notNull[col], b.defaultJSON[col])
+		buf.WriteString(s[:len(s)-1])
+		buf.WriteString(`,"field":`)
+		buf.Write(jsonString([]byte(name)))
+		buf.WriteByte('}')
+	}
+	buf.WriteString(`{"schema":{"type":"struct","fields":[`)
+	field(t.Payload, "payload")
+	for _, p := range b.envelope {
+		if _, ok := b.idx[p.Column]; ok {
+			buf.WriteByte(',')
+			field(p.Column, p.Alias)
+		}
+	}
+	route := ""
+	if cols := templateColumns(t.Topic); len(cols) == 1 {
+		v, err := b.text(cols[0], values)
+		if err != nil {
+			return err
+		}
+		route = string(v)
+	}
+	name := t.ConnectorName + "." + t.Schema + "." + t.Name + "." + route + ".Value"
+	buf.WriteString(`],"optional":false,"name":`)
+	buf.Write(jsonString([]byte(name)))
+	if t.SchemaVersion != "" {
+		if v := values[b.idx[t.SchemaVersion]]; v != nil {
+			n, ok := integer(v)
+			if !ok {
+				return fmt.Errorf("column %s (table.field.event.schema.version) is not an integer", t.SchemaVersion)
+			}
+			buf.WriteString(`,"version":`)
+			buf.WriteString(strconv.FormatInt(n, 10))
+		}
+	}
+	buf.WriteByte('}')
+	return nil
+}
+
+// header is a placed column's header value: its text (Debezium's
+// SimpleHeaderConverter writes bytea as base64, timestamps as their Connect
+// values), or its JSON with a JSON header converter; nil for NULL.
+func (b *Bound) header(col string, values [][]byte) ([]byte, error) {
+	v := values[b.idx[col]]
+	if v == nil {
+		return nil, nil
+	}
+	if b.t.HeaderConverter == JSON {
+		return b.convert(col, values, JSON), nil
+	}
+	if b.rel.Columns[b.idx[col]].TypeOID == OIDBytea && b.t.Debezium {
+		return []byte(base64.StdEncoding.EncodeToString(v)), nil
+	}
+	return b.text(col, values)
+}
+
+// null is a NULL column as conv serializes it: JsonConverter writes null
+// (in its envelope with schemas), the others a Kafka null.
+func (b *Bound) null(col string, conv Converter) []byte {
+	switch conv {
+	case JSON:
+		return []byte("null")
+	case JSONSchema:
+		return []byte(`{"schema":` + schemaOf(b.rel.Columns[b.idx[col]].TypeOID, true, b.defaultJSON[col]) + `,"payload":null}`)
+	}
+	return nil
+}
+
+// blank reports whether v, a value of column col, is what Debezium's
+// route.tombstone.on.empty.payload makes a tombstone: NULL, or text that is
+// empty once Java's String.trim() removed its characters up to U+0020.
+func (b *Bound) blank(col string, v []byte) bool {
+	if v == nil {
+		return true
+	}
+	switch b.rel.Columns[b.idx[col]].TypeOID {
+	case OIDText, OIDVarchar, OIDBpchar, OIDName:
+		for _, c := range v {
+			if c > ' ' {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 // convert serializes a non-NULL column as conv does.
-func (b *Bound) convert(col string, values [][]byte, conv Converter, expand bool) []byte {
+func (b *Bound) convert(col string, values [][]byte, conv Converter) []byte {
 	i := b.idx[col]
 	oid := b.rel.Columns[i].TypeOID
 	v := values[i]
@@ -328,40 +552,42 @@ func (b *Bound) convert(col string, values [][]byte, conv Converter, expand bool
 		}
 		return text
 	case JSON:
-		return jsonOf(oid, v, text, expand)
+		return jsonOf(oid, v, text)
 	}
 	var buf bytes.Buffer
 	buf.WriteString(`{"schema":`)
-	buf.WriteString(schemaOf(oid, !b.notNull[col]))
+	buf.WriteString(schemaOf(oid, !b.notNull[col], b.defaultJSON[col]))
 	buf.WriteString(`,"payload":`)
-	buf.Write(jsonOf(oid, v, text, false))
+	buf.Write(jsonOf(oid, v, text))
 	buf.WriteByte('}')
 	return buf.Bytes()
 }
 
 // jsonOf is a column's JSON value as Kafka Connect's JsonConverter writes
 // the type Debezium gives the column.
-func jsonOf(oid uint32, v, text []byte, expand bool) []byte {
+func jsonOf(oid uint32, v, text []byte) []byte {
 	switch oid {
-	case OIDInt2, OIDInt4, OIDInt8, OIDBool:
+	case OIDInt2, OIDInt4, OIDInt8, OIDBool, OIDTimestamp:
 		return text
 	case OIDBytea:
 		return jsonString([]byte(base64.StdEncoding.EncodeToString(v)))
-	case OIDJSON, OIDJSONB:
-		if expand {
-			var buf bytes.Buffer
-			if json.Compact(&buf, text) != nil {
-				return nil // not JSON: value says so
-			}
-			return buf.Bytes()
-		}
 	}
 	return jsonString(text)
 }
 
+// stringType reports whether Debezium gives a column of type oid a string
+// schema that table.expand.json.payload expands.
+func stringType(oid uint32) bool {
+	switch oid {
+	case OIDText, OIDVarchar, OIDBpchar, OIDName, OIDJSON, OIDJSONB:
+		return true
+	}
+	return false
+}
+
 // schemaOf is a column's Kafka Connect schema as JsonConverter writes it
 // (type, optional, then name and version for Debezium's semantic types).
-func schemaOf(oid uint32, optional bool) string {
+func schemaOf(oid uint32, optional bool, dflt string) string {
 	typ, name := "string", ""
 	switch oid {
 	case OIDInt2:
@@ -374,6 +600,10 @@ func schemaOf(oid uint32, optional bool) string {
 		typ = "boolean"
 	case OIDBytea:
 		typ = "bytes"
+	case OIDTimestamp:
+		typ, name = "int64", "io.debezium.time.MicroTimestamp"
+	case OIDTimestamptz:
+		name = "io.debezium.time.ZonedTimestamp"
 	case OIDUUID:
 		name = "io.debezium.data.Uuid"
 	case OIDJSON, OIDJSONB:
@@ -383,11 +613,16 @@ func schemaOf(oid uint32, optional bool) string {
 	if name != "" {
 		s += `,"name":"` + name + `","version":1`
 	}
+	if dflt != "" {
+		s += `,"default":` + dflt
+	}
 	return s + "}"
 }
 
 // jsonString encodes s as a JSON string as Jackson does: without escaping
-// <, > and &; control characters as \uXXXX except \b \f \n \r \t.
+// <, > and &; control characters as \uXXXX (upper-case hex) except \b \f
+// \n \r \t; characters beyond U+FFFF as escaped UTF-16 surrogate pairs
+// (\uD83D\uDE00); other characters raw.
 func jsonString(s []byte) []byte {
 	return AppendJSONString(make([]byte, 0, len(s)+len(s)/4+8), s)
 }
@@ -395,11 +630,27 @@ func jsonString(s []byte) []byte {
 // AppendJSONString appends s to buf as a JSON string (see jsonString).
 // Invalid UTF-8 is kept as it is, as PostgreSQL text never holds any.
 func AppendJSONString(buf, s []byte) []byte {
-	const hex = "0123456789abcdef"
+	const hex = "0123456789ABCDEF"
+	u := func(buf []byte, c rune) []byte {
+		return append(buf, '\\', 'u', hex[c>>12&0xf], hex[c>>8&0xf], hex[c>>4&0xf], hex[c&0xf])
+	}
 	buf = append(buf, '"')
 	start := 0
-	for i, c := range s {
-		if c >= 0x20 && c != '"' && c != '\\' {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < 0xf0 {
+			continue
+		}
+		if c >= 0xf0 { // a 4-byte sequence: beyond U+FFFF
+			r, size := utf8.DecodeRune(s[i:])
+			if size != 4 {
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			hi, lo := utf16.EncodeRune(r)
+			buf = u(u(buf, hi), lo)
+			i += size - 1
+			start = i + 1
 			continue
 		}
 		buf = append(buf, s[start:i]...)
@@ -417,7 +668,7 @@ func AppendJSONString(buf, s []byte) []byte {
 		case '\f':
 			buf = append(buf, '\\', 'f')
 		default:
-			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			buf = u(buf, rune(c))
 		}
 		start = i + 1
 	}
@@ -456,6 +707,19 @@ func (b *Bound) text(col string, values [][]byte) ([]byte, error) {
 			return nil, fmt.Errorf("column %s: a boolean of %d bytes", col, len(v))
 		}
 		return strconv.AppendBool(nil, v[0] != 0), nil
+	case OIDTimestamptz, OIDTimestamp: // as Debezium gives them: ZonedTimestamp text, MicroTimestamp µs
+		if len(v) != 8 {
+			return nil, fmt.Errorf("column %s: a timestamp of %d bytes", col, len(v))
+		}
+		n := int64(binary.BigEndian.Uint64(v)) //nolint:gosec // signed
+		ts, err := cdc.Timestamp(n)
+		if err != nil {
+			return nil, fmt.Errorf("column %s is infinite, which Debezium cannot read", col)
+		}
+		if oid == OIDTimestamp {
+			return strconv.AppendInt(nil, ts.UnixMicro(), 10), nil
+		}
+		return ts.UTC().AppendFormat(nil, "2006-01-02T15:04:05.000000Z"), nil
 	default:
 		return nil, fmt.Errorf("column %s has type %s, which the relay cannot read", col, TypeName(oid))
 	}
@@ -561,9 +825,9 @@ func readable(u ColumnUse, oid uint32, t *Table) error {
 		ok, want = oid == OIDUUID || oid == OIDInt8 || oid == OIDInt4 || oid == OIDText || oid == OIDVarchar,
 			"uuid, bigint, integer, text or varchar"
 	case "payload", "key":
-		conv := t.ValueConverter
+		conv := t.ValueConverter.For(oid, t.ValueDelegate)
 		if u.Use == "key" {
-			conv = t.KeyConverter
+			conv = t.KeyConverter.For(oid, t.KeyDelegate)
 		}
 		switch conv {
 		case Bytes:
@@ -576,13 +840,28 @@ func readable(u ColumnUse, oid uint32, t *Table) error {
 		}
 	case "partition":
 		ok, want = oid == OIDInt2 || oid == OIDInt4 || oid == OIDInt8, "smallint, integer or bigint"
+		if t.Debezium { // Debezium reads it with Struct.getInt32
+			ok, want = oid == OIDInt4, "integer (Debezium fails on any other type)"
+		}
 	case "timestamp":
 		ok, want = oid == OIDTimestamptz || oid == OIDTimestamp || oid == OIDInt8,
 			"timestamptz, timestamp or bigint (milliseconds since 1970)"
+		if t.Debezium { // Debezium reads it with Struct.getInt64 and a Timestamp schema
+			ok, want = oid == OIDTimestamp, "timestamp (Debezium fails on timestamptz, a string, and on bigint, without a timestamp schema)"
+		}
 	case "headers":
 		ok, want = oid == OIDJSONB || oid == OIDJSON, "jsonb or json (an object of string values)"
+	case "schema version":
+		ok, want = oid == OIDInt2 || oid == OIDInt4 || oid == OIDInt8, "an integer"
 	default: // event type, topic, placed columns
 		ok = textual[oid]
+		if t.Debezium && u.placement() { // Debezium's header and envelope placements take its types
+			ok = ok || oid == OIDBytea || oid == OIDTimestamptz || oid == OIDTimestamp
+			want += ", bytea, timestamptz or timestamp"
+		}
+		if t.Debezium && u.Use == "topic" { // Debezium reads it with Struct.getString: a string column
+			ok, want = stringType(oid) || oid == OIDUUID, "text, varchar, uuid, json or jsonb (Debezium fails on any other type)"
+		}
 	}
 	if !ok {
 		return fmt.Errorf("column %q (%s) has type %s; the relay reads %s", u.Column, u.Use, TypeName(oid), want)
