@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,10 +94,13 @@ x" VALUES ($1, $2, $3, $4)`, hostile, long, payload, hostile)
 	if len(m) != 1 || string(m[0].Key) != long || !headerIs(m[0], kafka.HeaderEventType, hostile) {
 		t.Fatalf("the mapped table's record: %d records", len(m))
 	}
-	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE event_id = outbox.event_id($1, $2) AND status = 'SENT'`,
-		tables[0].QualifiedName(), hostile); n != 1 {
-		t.Errorf("the mapped event's status row by its hostile id: %d", n)
-	}
+	// The record is on Kafka before its status row is written (status
+	// writes follow the acknowledgement, batched): wait for the row.
+	pgtest.Eventually(t, 30*time.Second, "the mapped event's SENT row by its hostile id", func() (bool, string) {
+		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE event_id = outbox.event_id($1, $2) AND status = 'SENT'`,
+			tables[0].QualifiedName(), hostile)
+		return n == 1, fmt.Sprintf("%d rows; %s", n, b.statusCounts(t))
+	})
 
 	// Logs carry it as a field (the encoder quotes it), never in a message.
 	for _, e := range logs.All() {
