@@ -234,8 +234,15 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 	tmpl, err := template.New("").Funcs(template.FuncMap{
 		"age":   func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
 		"list":  func(s ...string) []string { return s },
+		// utc is a time as every page shows it: in UTC, labelled.
+		"utc": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC" },
 		"count": showCount,
-		"num":   func(n any) string { return showCount(store.Count{N: reflectInt(n)}) },
+		"num":   func(n any) string { return thousands(reflectInt(n)) },
+		// bounded is a count of up to bound rows: a lower bound when it
+		// reached it.
+		"bounded": func(n any, bound int) store.Count {
+			return store.Count{N: reflectInt(n), AtLeast: reflectInt(n) >= int64(bound)}
+		},
 		"cell": func(c store.Count) string { // a table's cell: blank for none
 			if c == (store.Count{}) {
 				return ""
@@ -459,20 +466,33 @@ func (c *Console) admin(next http.HandlerFunc) http.HandlerFunc {
 
 var errBadID = errors.New("not an event id")
 
-// showCount shows a count: "1,234", "≈ 1,234" when estimated, "1,234+"
+// showCount shows a count: "1,234"; "≈ 1,234 ± 56" when estimated; "≥ 10,000"
+// past a bound, with its estimate when there is one
 // when counted up to a bound.
 func showCount(c store.Count) string {
-	n := strconv.FormatInt(c.N, 10)
-	for i := len(n) - 3; i > 0; i -= 3 {
-		n = n[:i] + "," + n[i:]
-	}
 	switch {
 	case c.Estimated:
-		return "≈ " + n
+		return "≈ " + thousands(c.N) + " ± " + thousands(c.Err)
+	case c.AtLeast && c.Approx > 0:
+		return "≥ " + thousands(c.N) + " (≈ " + thousands(c.Approx) + " ± " + thousands(c.Err) + ")"
 	case c.AtLeast:
-		return n + "+"
+		return "≥ " + thousands(c.N)
 	}
-	return n
+	return thousands(c.N)
+}
+
+// thousands writes n with a comma between each three digits: 250,000.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
 }
 
 // reflectInt reads a template's integer.
