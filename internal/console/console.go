@@ -232,10 +232,10 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		return nil, err
 	}
 	tmpl, err := template.New("").Funcs(template.FuncMap{
-		"age":   func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
-		"list":  func(s ...string) []string { return s },
+		"age":  func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+		"list": func(s ...string) []string { return s },
 		// utc is a time as every page shows it: in UTC, labelled.
-		"utc": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC" },
+		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC" },
 		"count": showCount,
 		"num":   func(n any) string { return thousands(reflectInt(n)) },
 		// bounded is a count of up to bound rows: a lower bound when it

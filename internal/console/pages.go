@@ -112,13 +112,13 @@ const overviewRefresh = 5
 
 // overviewData is the overview page's.
 type overviewData struct {
-	Slots        []store.Slot
-	Counts       *store.OverviewCounts
-	Statuses     []string
-	Failed       []store.ReasonCount // every reason, each counted up to FailedBound
-	FailedBound  int
-	Held         []store.HeldKey
-	Relays       []*metrics.RelayState
+	Slots       []store.Slot
+	Counts      *store.OverviewCounts
+	Statuses    []string
+	Failed      []store.ReasonCount // every reason, each counted up to FailedBound
+	FailedBound int
+	Held        []store.HeldKey
+	Relays      []*metrics.RelayState
 }
 
 // overviewBound is how many FAILED rows of each reason the overview
