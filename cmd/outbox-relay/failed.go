@@ -45,7 +45,7 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	defer closeDB()
 	defer func() { err = operatorDenied(ctx, st, err) }()
 	if count {
-		n, err := st.CountFailed(ctx, filter, 0)
+		n, _, err := st.CountFailed(ctx, filter, 0, 0)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"strconv"
@@ -237,7 +238,9 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		// utc is a time as every page shows it: in UTC, labelled.
 		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC" },
 		"count": showCount,
-		"num":   func(n any) string { return thousands(reflectInt(n)) },
+		// keyQuery is the event list's query for a key.
+		"keyQuery": func(key string) template.URL { return template.URL(url.Values{"key": {key}}.Encode()) },
+		"num":      func(n any) string { return thousands(reflectInt(n)) },
 		// bounded is a count of up to bound rows: a lower bound when it
 		// reached it.
 		"bounded": func(n any, bound int) store.Count {

@@ -117,7 +117,8 @@ type overviewData struct {
 	Statuses    []string
 	Failed      []store.ReasonCount // every reason, each counted up to FailedBound
 	FailedBound int
-	Held        []store.HeldKey
+	Held        []store.HeldKey // the first ones, in topic and key order
+	HeldCount   store.Count
 	Relays      []*metrics.RelayState
 }
 
@@ -149,7 +150,11 @@ func (c *Console) overviewData(ctx context.Context) (d overviewData, err error) 
 	if d.Failed, err = c.st.FailedByReason(ctx, overviewBound); err != nil {
 		return d, err
 	}
-	d.Held, err = c.st.HeldKeys(ctx, "", 20)
+	if d.Held, err = c.st.HeldKeysPage(ctx, "", nil, 20, queuedBound); err != nil {
+		return d, err
+	}
+	n, err := c.st.CountHeldKeys(ctx, "", overviewHeldBound)
+	d.HeldCount = store.Count{N: n, AtLeast: n >= overviewHeldBound}
 	return d, err
 }
 
@@ -173,8 +178,13 @@ func (c *Console) relays(ctx context.Context) []*metrics.RelayState {
 const failedPageSize = 50
 
 // listCountBound is how many rows a list page counts: past it, the page
-// says "≥" this many.
-const listCountBound = 100000
+// says "≥" this many. typeWalk is how many FAILED rows the FAILED list
+// reads the event type of, to count those of a type: past it, the count
+// is a lower bound too.
+const (
+	listCountBound = 100000
+	typeWalk       = 20000
+)
 
 // failedData is the failed events page's.
 type failedData struct {
@@ -182,6 +192,8 @@ type failedData struct {
 	Oldest bool // oldest failure first (else newest first)
 	Events []store.Failed
 	Count  store.Count // up to listCountBound
+	Walked bool        // Count is of the newest typeWalk FAILED rows (an event type filter)
+	Walk   int
 	// Prev and Next are the previous and next pages' addresses; "" at
 	// either end. First and Flip are the first page's, in this order and in
 	// the other.
@@ -234,7 +246,7 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	d := failedData{Filter: f, Oldest: order == "oldest", Shown: c.now().UTC().Format(time.RFC3339Nano)}
+	d := failedData{Filter: f, Oldest: order == "oldest", Walk: typeWalk, Shown: c.now().UTC().Format(time.RFC3339Nano)}
 	ctx := r.Context()
 	newest := !d.Oldest
 	var more, behind bool // a page past this one, a page before it
@@ -276,12 +288,12 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	n, err := c.st.CountFailed(ctx, f, listCountBound)
+	n, walked, err := c.st.CountFailed(ctx, f, listCountBound, typeWalk)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	d.Count = store.Count{N: n, AtLeast: n >= listCountBound}
+	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked}, walked
 	link := func(order string, set ...string) string {
 		v := url.Values{}
 		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason, "order": order} {
@@ -333,13 +345,60 @@ func backOf(r *http.Request) string {
 	return r.URL.Path + "?" + q.Encode()
 }
 
+// Held keys: a page lists heldPageSize, and counts up to heldCountBound
+// (the overview up to overviewHeldBound): past it, a lower bound.
+const (
+	heldPageSize      = 50
+	heldCountBound    = 10000
+	overviewHeldBound = 1000
+	queuedBound       = 10000
+)
+
+// heldData is the held keys page's.
+type heldData struct {
+	Topic string
+	Keys  []store.HeldKey
+	Count store.Count
+	// Next is the next page's address ("" on the last); First the first
+	// page's when this is not it.
+	Next, First string
+}
+
+// held lists the held keys a page at a time, in topic and key order, with
+// how many there are.
 func (c *Console) held(w http.ResponseWriter, r *http.Request) {
-	held, err := c.st.HeldKeys(r.Context(), r.URL.Query().Get("topic"), 500)
+	q := r.URL.Query()
+	d := heldData{Topic: q.Get("topic")}
+	var after *store.HeldCursor
+	if q.Has("after_topic") {
+		after = &store.HeldCursor{Topic: q.Get("after_topic"), Key: q.Get("after_key")}
+	}
+	keys, err := c.st.HeldKeysPage(r.Context(), d.Topic, after, heldPageSize+1, queuedBound)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, "held.html", "Held keys", held)
+	n, err := c.st.CountHeldKeys(r.Context(), d.Topic, heldCountBound)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Count = store.Count{N: n, AtLeast: n >= heldCountBound}
+	d.Keys = keys[:min(len(keys), heldPageSize)]
+	link := url.Values{}
+	if d.Topic != "" {
+		link.Set("topic", d.Topic)
+	}
+	if after != nil {
+		d.First = c.cfg.Prefix + "/held?" + link.Encode()
+	}
+	if len(keys) > heldPageSize {
+		last := d.Keys[len(d.Keys)-1]
+		link.Set("after_topic", last.Topic)
+		link.Set("after_key", last.Key)
+		d.Next = c.cfg.Prefix + "/held?" + link.Encode()
+	}
+	c.render(w, r, "held.html", "Held keys", d)
 }
 
 // actionsShown is how many actions the actions page lists.
@@ -381,7 +440,7 @@ func (c *Console) act(name string) http.HandlerFunc {
 		}
 		if r.PostFormValue("confirm") != "yes" {
 			if a.Match != nil {
-				a.Count, err = c.st.CountFailed(r.Context(), *a.Match, 0)
+				a.Count, _, err = c.st.CountFailed(r.Context(), *a.Match, 0, 0)
 			} else {
 				a.Count, err = c.st.CountFailedIDs(r.Context(), a.IDs)
 			}

@@ -19,6 +19,8 @@ var (
 	failedPageNewestSQL string
 	//go:embed sql/failed_count.sql
 	failedCountSQL string
+	//go:embed sql/failed_count_type.sql
+	failedCountTypeSQL string
 	//go:embed sql/resend_if_failed.sql
 	resendIfFailedSQL string
 )
@@ -133,16 +135,29 @@ func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after *FailedCur
 func (x Failed) Cursor() FailedCursor { return FailedCursor{At: x.FailedAt, ID: x.EventID} }
 
 // CountFailed counts the FAILED events matching f, up to limit (0: all).
-func (s *Store) CountFailed(ctx context.Context, f FailedFilter, limit int) (int64, error) {
-	var n int64
-	var bound *int
-	if limit > 0 {
-		bound = &limit
+// With an event type (read from each event, not from the status row), it
+// counts among the newest walk FAILED rows matching the rest of f (0:
+// all): walked says it stopped there, so older ones may match too.
+func (s *Store) CountFailed(ctx context.Context, f FailedFilter, limit, walk int) (n int64, walked bool, err error) {
+	bound := func(n int) *int {
+		if n > 0 {
+			return &n
+		}
+		return nil
 	}
-	if err := s.db.QueryRow(ctx, failedCountSQL, append(append([]any{pgx.QueryExecModeExec}, f.args()...), bound)...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting failed events: %w", err)
+	if f.EventType == "" {
+		if err := s.db.QueryRow(ctx, failedCountSQL, pgx.QueryExecModeExec, nullable(f.Topic), nullable(f.Reason), f.Since, f.Until,
+			bound(limit)).Scan(&n); err != nil {
+			return 0, false, fmt.Errorf("counting failed events: %w", err)
+		}
+		return n, false, nil
 	}
-	return n, nil
+	var rows int64
+	if err := s.db.QueryRow(ctx, failedCountTypeSQL, append(append([]any{pgx.QueryExecModeExec}, f.args()...), bound(walk))...).
+		Scan(&n, &rows); err != nil {
+		return 0, false, fmt.Errorf("counting failed events: %w", err)
+	}
+	return n, walk > 0 && rows >= int64(walk), nil
 }
 
 // CountFailedIDs counts the events of ids that are FAILED.
