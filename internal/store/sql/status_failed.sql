@@ -1,11 +1,17 @@
 -- FAILED events by failure_reason, most first: every reason (walked one
 -- index descent each over deliveries_failed_reason_idx, indexes.sql), each
 -- counted up to $1 rows (NULL: all; the console bounds it, `outbox-relay
--- status` does not). FAILED rows without a reason are counted as ''.
+-- status` does not). FAILED rows without a reason are counted as ''. Each
+-- step reads the table's row too (attempts is not in the index; see overview_outstanding.sql: a plain
+-- index scan marks the entries of rows no longer FAILED as dead).
 WITH RECURSIVE r AS (
-    SELECT (SELECT min(d.failure_reason) FROM outbox.deliveries d WHERE d.status = 'FAILED') AS reason
+    SELECT (SELECT d.failure_reason FROM outbox.deliveries d
+            WHERE d.status = 'FAILED' AND d.failure_reason IS NOT NULL AND d.attempts >= 0
+            ORDER BY d.failure_reason LIMIT 1) AS reason
     UNION ALL
-    SELECT (SELECT min(d.failure_reason) FROM outbox.deliveries d WHERE d.status = 'FAILED' AND d.failure_reason > r.reason)
+    SELECT (SELECT d.failure_reason FROM outbox.deliveries d
+            WHERE d.status = 'FAILED' AND d.failure_reason > r.reason AND d.attempts >= 0
+            ORDER BY d.failure_reason LIMIT 1)
     FROM r WHERE r.reason IS NOT NULL
 )
 SELECT * FROM (
