@@ -112,7 +112,8 @@ var incidentPages = []struct{ name, path, form string }{
 // incidentPhase times the console in an incident (--console-incident
 // status rows, a million by default): a quarter of them FAILED over five
 // topics and four reasons, skewed (80% on topic orders with INVALID_TOPIC,
-// 600 on topic rare), holding 8,000 keys; the rest SENT. Each page and
+// 600 on topic rare), one in 31 with a key (8,000 held keys at a
+// quarter of a million); the rest SENT. Each page and
 // confirmation --console-runs times; then again right after 200,000 of the
 // FAILED (topic orders) are skipped, before any vacuum (autovacuum is off
 // on outbox.deliveries meanwhile).
@@ -127,8 +128,8 @@ func (b *bench) incidentPhase(ctx context.Context) error {
 		fmt.Sprintf(`INSERT INTO outbox.events (id, topic, key, payload, event_type, created_at)
 			SELECT md5('e' || i)::uuid,
 			       CASE WHEN i > %[3]d THEN 'bench' WHEN i <= %[1]d THEN 'orders' WHEN i > %[3]d - 600 THEN 'rare' ELSE 'topic-' || (i %% 3) END,
-			       'k' || (i %% 8000), '{}', CASE WHEN i %% 5 = 0 THEN 'order.cancelled' ELSE 'order.placed' END,
-			       now() - i * interval '1 ms'
+			       CASE WHEN i %% 31 = 0 THEN 'k' || (i / 31) %% 8000 END, '{}',
+			       CASE WHEN i %% 5 = 0 THEN 'order.cancelled' ELSE 'order.placed' END, now() - i * interval '1 ms'
 			FROM generate_series(1, %[2]d) i`, big, n, failed),
 		fmt.Sprintf(`INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, topic, key,
 			                                   commit_lsn, tx_position, updated_at, sent_at)

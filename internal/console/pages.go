@@ -183,7 +183,7 @@ const failedPageSize = 50
 // is a lower bound too.
 const (
 	listCountBound = 100000
-	typeWalk       = 20000
+	typeWalk       = 10000
 )
 
 // failedData is the failed events page's.
