@@ -112,35 +112,37 @@ var incidentPages = []struct{ name, path, form string }{
 // incidentPhase times the console in an incident (--console-incident
 // status rows, a million by default): a quarter of them FAILED over five
 // topics and four reasons, skewed (80% on topic orders with INVALID_TOPIC,
-// 600 on topic rare), one in 31 with a key (8,000 held keys at a
-// quarter of a million); the rest SENT. Each page and
+// about 600 on topic rare), holding 8,000 keys; the rest SENT. Each page and
 // confirmation --console-runs times; then again right after 200,000 of the
 // FAILED (topic orders) are skipped, before any vacuum (autovacuum is off
 // on outbox.deliveries meanwhile).
 func (b *bench) incidentPhase(ctx context.Context) error {
 	n := b.o.consoleIncident
 	failed := n / 4
-	big := failed * 8 / 10
 	fmt.Fprintf(os.Stderr, "console incident: writing %d status rows, %d FAILED\n", n, failed)
 	for _, s := range []string{
 		`TRUNCATE outbox.events CASCADE`,
 		`ALTER TABLE outbox.deliveries SET (autovacuum_enabled = false)`,
+		// Each key on one topic: keys k0..k6399 on orders (80% of the
+		// FAILED rows), k7981..k7999 on rare (about 600), the others over
+		// topic-0..2; every FAILED row keyed, SENT rows without a key.
 		fmt.Sprintf(`INSERT INTO outbox.events (id, topic, key, payload, event_type, created_at)
 			SELECT md5('e' || i)::uuid,
-			       CASE WHEN i > %[3]d THEN 'bench' WHEN i <= %[1]d THEN 'orders' WHEN i > %[3]d - 600 THEN 'rare' ELSE 'topic-' || (i %% 3) END,
-			       CASE WHEN i %% 31 = 0 THEN 'k' || (i / 31) %% 8000 END, '{}',
+			       CASE WHEN i > %[2]d THEN 'bench' WHEN i %% 8000 < 6400 THEN 'orders' WHEN i %% 8000 >= 7981 THEN 'rare'
+			            ELSE 'topic-' || (i %% 8000) %% 3 END,
+			       CASE WHEN i <= %[2]d THEN 'k' || i %% 8000 END, '{}',
 			       CASE WHEN i %% 5 = 0 THEN 'order.cancelled' ELSE 'order.placed' END, now() - i * interval '1 ms'
-			FROM generate_series(1, %[2]d) i`, big, n, failed),
+			FROM generate_series(1, %[1]d) i`, n, failed),
 		fmt.Sprintf(`INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, topic, key,
 			                                   commit_lsn, tx_position, updated_at, sent_at)
-			SELECT e.id, CASE WHEN i > %[3]d THEN 'SENT' ELSE 'FAILED' END, 1,
-			       CASE WHEN i > %[3]d THEN NULL WHEN i <= %[1]d THEN 'INVALID_TOPIC'
+			SELECT e.id, CASE WHEN i > %[2]d THEN 'SENT' ELSE 'FAILED' END, 1,
+			       CASE WHEN i > %[2]d THEN NULL WHEN e.topic = 'orders' THEN 'INVALID_TOPIC'
 			            ELSE (ARRAY['INVALID_TOPIC', 'MESSAGE_TOO_LARGE', 'INVALID_EVENT', 'RETRIES_EXHAUSTED'])[1 + i %% 4] END,
-			       CASE WHEN i <= %[3]d THEN 'broker said no' END,
-			       CASE WHEN i <= %[3]d THEN e.topic END, CASE WHEN i <= %[3]d THEN e.key END,
-			       CASE WHEN i <= %[3]d THEN '0/0'::pg_lsn END, CASE WHEN i <= %[3]d THEN 0 END,
-			       now() - i * interval '1 ms', CASE WHEN i > %[3]d THEN now() END
-			FROM generate_series(1, %[2]d) i JOIN outbox.events e ON e.id = md5('e' || i)::uuid`, big, n, failed),
+			       CASE WHEN i <= %[2]d THEN 'broker said no' END,
+			       CASE WHEN i <= %[2]d THEN e.topic END, CASE WHEN i <= %[2]d THEN e.key END,
+			       CASE WHEN i <= %[2]d THEN '0/0'::pg_lsn END, CASE WHEN i <= %[2]d THEN 0 END,
+			       now() - i * interval '1 ms', CASE WHEN i > %[2]d THEN now() END
+			FROM generate_series(1, %[1]d) i JOIN outbox.events e ON e.id = md5('e' || i)::uuid`, n, failed),
 		`VACUUM ANALYZE outbox.events`, `VACUUM ANALYZE outbox.deliveries`,
 	} {
 		if err := b.exec(ctx, s); err != nil {
