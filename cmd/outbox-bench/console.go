@@ -50,7 +50,7 @@ func (b *bench) consolePhase(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
-	c, err := console.New(st, console.Config{})
+	c, err := console.New(st, console.Config{FailedKeyPolicy: "hold"})
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (b *bench) incidentPhase(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
-	c, err := console.New(st, console.Config{})
+	c, err := console.New(st, console.Config{FailedKeyPolicy: "hold"})
 	if err != nil {
 		return err
 	}

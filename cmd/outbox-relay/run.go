@@ -170,6 +170,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		return flagenv.Usage(err) // each names the flag to fix
 	}
 	if o.console.Listen != "" {
+		o.console.FailedKeyPolicy = cfg.FailedKeyPolicy // the console shows held keys only when keys can be held
 		if err := o.console.Validate(); err != nil {
 			return flagenv.Usage(err) // names run's --console-* flag
 		}

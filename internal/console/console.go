@@ -71,6 +71,10 @@ type Config struct {
 	// Logger logs each action, the details of each error, and a warning
 	// when the console is served off loopback without TLS (none when nil).
 	Logger *zap.Logger
+	// FailedKeyPolicy is the relays' --failed-key-policy: "hold" shows the
+	// held keys (pages, counts, links); "continue" (or "") shows none, since
+	// no key can be held.
+	FailedKeyPolicy string
 	// FlagPrefix is what the flags that errors name start with after
 	// "--": "" for the console command, "console-" for run's (whose
 	// --listen is --console-addr).
@@ -114,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("%s and %s go together: give both, or neither", c.flag("tls-cert-file"), c.flag("tls-key-file"))
+	}
+	if c.FailedKeyPolicy != "" && c.FailedKeyPolicy != "continue" && c.FailedKeyPolicy != "hold" {
+		return fmt.Errorf("--failed-key-policy %q: continue or hold", c.FailedKeyPolicy)
 	}
 	if c.Prefix != "" && (!strings.HasPrefix(c.Prefix, "/") || strings.HasSuffix(c.Prefix, "/")) {
 		return fmt.Errorf("%s %q: start it with / and end it without one (/outbox)", c.flag("path-prefix"), c.Prefix)
@@ -275,17 +282,52 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", c.overview)
 	mux.HandleFunc("GET /static/{name}", staticFile)
 	mux.HandleFunc("GET /failed", c.failed)
-	mux.HandleFunc("GET /held", c.held)
+	if c.cfg.FailedKeyPolicy == "hold" {
+		mux.HandleFunc("GET /held", c.held)
+	}
 	mux.HandleFunc("GET /actions", c.actions)
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("GET /events/{id}", c.event)
+	mux.HandleFunc("GET /events/{id}/payload", c.payload)
 	mux.HandleFunc("POST /resend", c.admin(c.act("resend")))
 	mux.HandleFunc("POST /skip", c.admin(c.act("skip")))
-	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
-	if c.cfg.Prefix != "" {
-		h = http.StripPrefix(c.cfg.Prefix, h)
+	var h http.Handler = checkParams(http.NewCrossOriginProtection().Handler(mux))
+	if prefix := c.cfg.Prefix; prefix != "" {
+		stripped := http.StripPrefix(prefix, h)
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == prefix { // the console's root, without its slash: stay under the prefix
+				http.Redirect(w, r, prefix+"/", http.StatusMovedPermanently)
+				return
+			}
+			stripped.ServeHTTP(w, r)
+		})
 	}
 	return secureHeaders(c.checkHost(c.authenticate(h)))
+}
+
+// checkParams refuses (400, naming the parameter) a query or form value
+// that is not UTF-8 text or holds a NUL byte: PostgreSQL takes neither as
+// text, and a page could not show it.
+func checkParams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "400 bad request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		for name, values := range r.Form {
+			for _, v := range append([]string{name}, values...) {
+				switch {
+				case !utf8.ValidString(v):
+					http.Error(w, "400 bad request: parameter "+strconv.QuoteToASCII(name)+" is not UTF-8 text", http.StatusBadRequest)
+					return
+				case strings.ContainsRune(v, 0):
+					http.Error(w, "400 bad request: parameter "+strconv.QuoteToASCII(name)+" holds a NUL byte", http.StatusBadRequest)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // contentSecurityPolicy lets a page load only the console's own script

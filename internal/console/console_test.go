@@ -26,7 +26,7 @@ const (
 // (one whose error holds a script) and one SENT, as outbox_operator.
 func serve(t *testing.T, prefix string) (srv *httptest.Server, ids []string, dbURL string) {
 	t.Helper()
-	return serveConfig(t, console.Config{ReadToken: readToken, AdminToken: adminToken, Prefix: prefix})
+	return serveConfig(t, console.Config{ReadToken: readToken, AdminToken: adminToken, Prefix: prefix, FailedKeyPolicy: "hold"})
 }
 
 // serveConfig is serve with the console configured by cfg.

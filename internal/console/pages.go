@@ -42,12 +42,17 @@ type page struct {
 	// Refresh is how often, in seconds, the page refreshes its live parts
 	// (0: never).
 	Refresh int
-	Data    any
+	Now     time.Time // when the page was made
+	// HoldKeys: keys can be held (--failed-key-policy hold): the held keys
+	// are shown.
+	HoldKeys bool
+	Data     any
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
-	p := page{Title: title, Prefix: c.cfg.Prefix, Admin: roleFrom(r.Context()) == roleAdmin,
-		Notice: notice(r.URL.Query()), Data: data}
+	p := page{Title: title, Prefix: c.cfg.Prefix, Admin: roleFrom(r.Context()) == roleAdmin, Now: c.now(),
+		HoldKeys: c.cfg.FailedKeyPolicy == "hold",
+		Notice:   notice(r.URL.Query()), Data: data}
 	if name == "overview.html" {
 		p.Refresh = overviewRefresh
 	}
@@ -140,22 +145,31 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) overviewData(ctx context.Context) (d overviewData, err error) {
-	d = overviewData{Statuses: store.Statuses(), Relays: c.relays(ctx), FailedBound: overviewBound}
-	if d.Slots, err = c.st.Slots(ctx); err != nil {
-		return d, err
+	d = overviewData{Statuses: store.Statuses(), FailedBound: overviewBound}
+	// Its reads are independent, each bounded: all at once, on the pool's
+	// connections, so that the page takes as long as the slowest.
+	reads := []func() error{
+		func() (err error) { d.Relays = c.relays(ctx); return nil },
+		func() (err error) { d.Slots, err = c.st.Slots(ctx); return err },
+		func() (err error) { d.Counts, err = c.st.OverviewCounts(ctx, c.cfg.Bounds); return err },
+		func() (err error) { d.Failed, err = c.st.FailedByReason(ctx, overviewBound); return err },
 	}
-	if d.Counts, err = c.st.OverviewCounts(ctx, c.cfg.Bounds); err != nil {
-		return d, err
+	if c.cfg.FailedKeyPolicy == "hold" { // else no key can be held
+		reads = append(reads,
+			func() (err error) { d.Held, err = c.st.HeldKeysPage(ctx, "", nil, 20, queuedBound); return err },
+			func() error {
+				n, err := c.st.CountHeldKeys(ctx, "", overviewHeldBound)
+				d.HeldCount = store.Count{N: n, AtLeast: n >= overviewHeldBound}
+				return err
+			})
 	}
-	if d.Failed, err = c.st.FailedByReason(ctx, overviewBound); err != nil {
-		return d, err
+	errs := make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, read := range reads {
+		wg.Go(func() { errs[i] = read() })
 	}
-	if d.Held, err = c.st.HeldKeysPage(ctx, "", nil, 20, queuedBound); err != nil {
-		return d, err
-	}
-	n, err := c.st.CountHeldKeys(ctx, "", overviewHeldBound)
-	d.HeldCount = store.Count{N: n, AtLeast: n >= overviewHeldBound}
-	return d, err
+	wg.Wait()
+	return d, errors.Join(errs...)
 }
 
 // relayTimeout bounds how long the overview waits for a relay's metrics.
@@ -419,13 +433,17 @@ var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 // action is resend or skip, on one event, the selected ones, or every
 // FAILED event that matches a filter (as the page that asked showed it).
 type action struct {
-	Name    string // resend or skip
-	IDs     []string
-	Match   *store.FailedFilter // every matching FAILED event; nil: IDs
-	Count   int64               // how many rows it would change now, counted when asked
-	Words   string              // what it acts on, in words
-	Back    string              // the page it came from (prefix-less), to go back to
-	Confirm url.Values          // the form that confirms it
+	Name  string // resend or skip
+	IDs   []string
+	Match *store.FailedFilter // every matching FAILED event; nil: IDs
+	Count int64               // how many rows it would change now, counted when asked
+	Words string              // what it acts on, in words
+	// Invalid is how many of them failed with INVALID_EVENT (a resend's):
+	// the event itself was refused, so a resend fails again unless the
+	// event or the relay's configuration changed since.
+	Invalid int64
+	Back    string     // the page it came from (prefix-less), to go back to
+	Confirm url.Values // the form that confirms it
 }
 
 // act shows the confirmation of an action (what it acts on, and how many
@@ -442,7 +460,10 @@ func (c *Console) act(name string) http.HandlerFunc {
 			if a.Match != nil {
 				a.Count, _, err = c.st.CountFailed(r.Context(), *a.Match, 0, 0)
 			} else {
-				a.Count, err = c.st.CountFailedIDs(r.Context(), a.IDs)
+				a.Count, err = c.st.CountFailedIDs(r.Context(), a.IDs, "")
+			}
+			if err == nil && name == "resend" {
+				a.Invalid, err = c.invalidAmong(r.Context(), a)
 			}
 			if err != nil {
 				c.fail(w, r, err)
@@ -458,6 +479,20 @@ func (c *Console) act(name string) http.HandlerFunc {
 		}
 		c.back(w, r, d, a.Back)
 	}
+}
+
+// invalidAmong counts the rows of a resend that failed with INVALID_EVENT.
+func (c *Console) invalidAmong(ctx context.Context, a *action) (int64, error) {
+	if a.Match == nil {
+		return c.st.CountFailedIDs(ctx, a.IDs, kafka.ReasonInvalidEvent)
+	}
+	if a.Match.Reason != "" && a.Match.Reason != kafka.ReasonInvalidEvent {
+		return 0, nil
+	}
+	f := *a.Match
+	f.Reason = kafka.ReasonInvalidEvent
+	n, _, err := c.st.CountFailed(ctx, f, 0, 0)
+	return n, err
 }
 
 // backTo is where an action goes back to: the console's page back names

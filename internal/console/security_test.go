@@ -345,7 +345,7 @@ func TestConsole_ADatabaseErrorShowsAnIDAndLogsTheDetails(t *testing.T) {
 	t.Parallel()
 	log, logs := observed()
 	// A database without the outbox schema: every read fails.
-	c, err := console.New(store.New(pgtest.Pool(t, pgtest.NewDB(t))), console.Config{Logger: log})
+	c, err := console.New(store.New(pgtest.Pool(t, pgtest.NewDB(t))), console.Config{Logger: log, FailedKeyPolicy: "hold"})
 	if err != nil {
 		t.Fatal(err)
 	}

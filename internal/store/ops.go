@@ -160,11 +160,12 @@ func (s *Store) CountFailed(ctx context.Context, f FailedFilter, limit, walk int
 	return n, walk > 0 && rows >= int64(walk), nil
 }
 
-// CountFailedIDs counts the events of ids that are FAILED.
-func (s *Store) CountFailedIDs(ctx context.Context, ids []string) (int64, error) {
+// CountFailedIDs counts the events of ids that are FAILED (for reason;
+// "": any).
+func (s *Store) CountFailedIDs(ctx context.Context, ids []string, reason string) (int64, error) {
 	var n int64
-	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM outbox.deliveries WHERE event_id = ANY($1::uuid[]) AND status = 'FAILED'`,
-		ids).Scan(&n); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM outbox.deliveries WHERE event_id = ANY($1::uuid[]) AND status = 'FAILED'
+		AND ($2::text IS NULL OR failure_reason = $2)`, ids, nullable(reason)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting failed events: %w", err)
 	}
 	return n, nil

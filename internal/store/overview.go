@@ -100,12 +100,21 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 		percent = 100 * float64(b.Sample) / float64(o.Rows)
 	}
 	o.Sampled = !whole
-	sampled, err := s.groupCounts(ctx, overviewSampleSQL, pgx.QueryExecModeExec, percent)
-	if err != nil {
-		return nil, err
+	// The sample and the counts at once (on two of the pool's connections;
+	// one after the other in a transaction).
+	var sampled, outstanding []TopicStatus
+	var sampleErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sampled, sampleErr = s.groupCounts(ctx, overviewSampleSQL, pgx.QueryExecModeExec, percent)
+	}()
+	if s.inTx {
+		<-done
 	}
 	outstanding, err := s.groupCounts(ctx, overviewOutstandingSQL, pgx.QueryExecModeExec, b.Outstanding)
-	if err != nil {
+	<-done
+	if err = cmp.Or(sampleErr, err); err != nil {
 		return nil, err
 	}
 	var inSample int64
