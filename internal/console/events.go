@@ -30,6 +30,11 @@ type eventsData struct {
 	// filling up: Next searches on.
 	Walked bool
 	Walk   int
+	// Count is how many rows match, up to listCountBound, when Counted (a
+	// status but SENT, or a reason, alone).
+	Count   store.Count
+	Counted bool
+	First   string // the first page's address, when this is not it
 }
 
 // events lists status rows by filter, newest first, paged by keyset. A
@@ -68,6 +73,21 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Events, d.Walked, d.Walk = p.Rows, p.Walked, cmp.Or(c.cfg.Walk, store.EventsWalkDefault)
+	n, counted, err := c.st.CountEvents(r.Context(), f, listCountBound)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Count, d.Counted = store.Count{N: n, AtLeast: n >= listCountBound}, counted
+	if before != "" {
+		first := url.Values{}
+		for k, v := range q {
+			if k != "before" && k != "lookup" && v[0] != "" {
+				first.Set(k, v[0])
+			}
+		}
+		d.First = c.cfg.Prefix + "/events?" + first.Encode()
+	}
 	if p.Before != "" {
 		next := url.Values{}
 		for k, v := range q {

@@ -22,7 +22,24 @@ var (
 	eventsKeyWalkEndSQL string
 	//go:embed sql/event.sql
 	eventSQL string
+	//go:embed sql/events_count.sql
+	eventsCountSQL string
 )
+
+// CountEvents counts the status rows f selects, up to bound, when f is a
+// status other than SENT, or a reason, and nothing else (each from its
+// index); ok is false for any other filter, which it does not count
+// (reading each row's event, or most of the table).
+func (s *Store) CountEvents(ctx context.Context, f EventFilter, bound int) (n int64, ok bool, err error) {
+	if f.Topic != "" || f.Key != "" || f.EventType != "" || f.Since != nil || f.Until != nil ||
+		(f.Reason == "" && (f.Status == "" || f.Status == "SENT")) {
+		return 0, false, nil
+	}
+	if err := s.db.QueryRow(ctx, eventsCountSQL, pgx.QueryExecModeExec, nullable(f.Status), nullable(f.Reason), bound).Scan(&n); err != nil {
+		return 0, false, fmt.Errorf("counting events: %w", err)
+	}
+	return n, true, nil
+}
 
 // EventFilter selects status rows for the console; zero fields match
 // anything.
