@@ -245,3 +245,30 @@ func TestBrowser_AnActionFromAnEventsPageComesBackToIt(t *testing.T) {
 		t.Errorf("after a skip from the event's page: on %s, notice %q, status %q", location, notice, status)
 	}
 }
+
+func TestConsole_FailedEventsAreSearchedByTheTimeTheyFailed(t *testing.T) {
+	t.Parallel()
+	srv, ids, dbURL := serve(t, "")
+	pool := pgtest.Pool(t, dbURL)
+	if _, err := pool.Exec(context.Background(), `UPDATE outbox.deliveries SET updated_at = now() - interval '2 hours' WHERE event_id = $1`,
+		ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	code, body := get(t, srv, "/failed?"+url.Values{"since": {since}}.Encode(), readToken)
+	if code != http.StatusOK || strings.Contains(body, ids[0]) || !strings.Contains(body, ids[1]) || !strings.Contains(body, `<p id="count">1 FAILED`) {
+		t.Errorf("FAILED since an hour ago: %d, lists the one that failed 2 hours ago %v, the other %v\n%s", code,
+			strings.Contains(body, ids[0]), strings.Contains(body, ids[1]), body)
+	}
+	code, body = postForm(t, srv, "/skip", adminToken, url.Values{"match": {"yes"}, "since": {since}}, "")
+	if code != http.StatusOK || !strings.Contains(body, "that failed at or after") || !strings.Contains(body, "1 event would change now") {
+		t.Errorf("the confirmation of skipping those: %d\n%s", code, body)
+	}
+	code, _ = postForm(t, srv, "/skip", adminToken, url.Values{"match": {"yes"}, "since": {since}, "confirm": {"yes"}}, "")
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SKIPPED'`); code != http.StatusSeeOther || n != 1 {
+		t.Errorf("skip those: %d, %d SKIPPED, want 1", code, n)
+	}
+	if code, body := get(t, srv, "/failed?until=soon", readToken); code != http.StatusBadRequest || !strings.Contains(body, "until") {
+		t.Errorf("until=soon: %d %q, want 400 naming until", code, body)
+	}
+}

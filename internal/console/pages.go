@@ -203,6 +203,8 @@ const (
 // failedData is the failed events page's.
 type failedData struct {
 	Filter store.FailedFilter
+	Since  string // the filter's failure times as typed
+	Until  string
 	Oldest bool // oldest failure first (else newest first)
 	Events []store.Failed
 	Count  store.Count // up to listCountBound
@@ -223,7 +225,12 @@ func failedFilter(q url.Values) (store.FailedFilter, error) {
 	if f.Reason != "" && !slices.Contains(reasons, f.Reason) {
 		return f, fmt.Errorf("reason %q: not a failure reason (%s)", f.Reason, strings.Join(reasons, ", "))
 	}
-	return f, nil
+	var err error
+	if f.Since, err = parseTime("since", q.Get("since")); err != nil {
+		return f, err
+	}
+	f.Until, err = parseTime("until", q.Get("until"))
+	return f, err
 }
 
 // reasons are the failure reasons the relay writes.
@@ -260,7 +267,7 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	d := failedData{Filter: f, Oldest: order == "oldest", Walk: typeWalk, Shown: c.now().UTC().Format(time.RFC3339Nano)}
+	d := failedData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), Oldest: order == "oldest", Walk: typeWalk, Shown: c.now().UTC().Format(time.RFC3339Nano)}
 	ctx := r.Context()
 	newest := !d.Oldest
 	var more, behind bool // a page past this one, a page before it
@@ -310,7 +317,8 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked}, walked
 	link := func(order string, set ...string) string {
 		v := url.Values{}
-		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason, "order": order} {
+		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason, "order": order,
+			"since": q.Get("since"), "until": q.Get("until")} {
 			if s != "" {
 				v.Set(k, s)
 			}
@@ -526,10 +534,12 @@ func (c *Console) parseAction(r *http.Request, name string) (*action, error) {
 			if err != nil {
 				return nil, fmt.Errorf("shown: %w", err)
 			}
-			f.Until = &at // rows that failed after the page was shown are not what it showed
+			if f.Until == nil || at.Before(*f.Until) {
+				f.Until = &at // rows that failed after the page was shown are not what it showed
+			}
 		}
 		a.Match = &f
-		for _, k := range []string{"match", "topic", "event_type", "reason", "shown"} {
+		for _, k := range []string{"match", "topic", "event_type", "reason", "since", "until", "shown"} {
 			a.Confirm.Set(k, r.PostForm.Get(k))
 		}
 		a.Words = filterWords(f)
@@ -567,8 +577,11 @@ func filterWords(f store.FailedFilter) string {
 	if f.Reason != "" {
 		w += " that failed with reason " + f.Reason
 	}
+	if f.Since != nil {
+		w += " that failed at or after " + f.Since.UTC().Format("2006-01-02 15:04:05.000") + " UTC"
+	}
 	if f.Until != nil {
-		w += " and failed before " + f.Until.UTC().Format("2006-01-02 15:04:05.000") + " UTC (when the list was shown)"
+		w += " and failed before " + f.Until.UTC().Format("2006-01-02 15:04:05.000") + " UTC (at the latest when the list was shown)"
 	}
 	if f.Topic == "" && f.EventType == "" && f.Reason == "" {
 		w += ", of every topic, type and reason"
@@ -655,6 +668,9 @@ func (a *action) filter() []byte {
 			if s != "" {
 				m[k] = s
 			}
+		}
+		if f.Since != nil {
+			m["since"] = f.Since.UTC().Format(time.RFC3339Nano)
 		}
 		if f.Until != nil {
 			m["until"] = f.Until.UTC().Format(time.RFC3339Nano)
