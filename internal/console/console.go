@@ -245,9 +245,11 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		// utc is a time as every page shows it: in UTC, labelled.
 		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC" },
 		"count": showCount,
-		// keyQuery is the event list's query for a key.
-		"keyQuery": func(key string) template.URL { return template.URL(url.Values{"key": {key}}.Encode()) },
-		"num":      func(n any) string { return thousands(reflectInt(n)) },
+		// keyQuery is the key page's query for a topic's key.
+		"keyQuery": func(topic, key string) template.URL {
+			return template.URL(url.Values{"topic": {topic}, "key": {key}}.Encode()) //nolint:gosec // encoded
+		},
+		"num": func(n any) string { return thousands(reflectInt(n)) },
 		// bounded is a count of up to bound rows: a lower bound when it
 		// reached it.
 		"bounded": func(n any, bound int) store.Count {
@@ -289,6 +291,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("GET /events/{id}", c.event)
 	mux.HandleFunc("GET /events/{id}/payload", c.payload)
+	mux.HandleFunc("GET /keys", c.key)
 	mux.HandleFunc("POST /resend", c.admin(c.act("resend")))
 	mux.HandleFunc("POST /skip", c.admin(c.act("skip")))
 	var h http.Handler = checkParams(http.NewCrossOriginProtection().Handler(mux))

@@ -150,6 +150,14 @@ func TestConsole_HeldKeysAreShownOnlyWhenKeysCanBeHeldAndPagedWithTheirCount(t *
 		if len(keys) != 120 || pages != 3 || keys[0] != "k001" || keys[119] != "k120" {
 			t.Errorf("held keys page by page: %d keys in %d pages (%v...), want 120 in 3", len(keys), pages, keys[:min(3, len(keys))])
 		}
+		// A held key's page: the event that blocks it, then its queue.
+		code, body := get(t, srv, "/keys?topic=orders&key=k001", "")
+		queue := regexp.MustCompile(`<td class="n">([a-z0-9]+)</td>\s*<td><a href="/events/[0-9a-f-]+">[0-9a-f-]+</a></td><td>([A-Z]+)</td>`).
+			FindAllStringSubmatch(body, -1)
+		if code != http.StatusOK || !strings.Contains(body, "The first one holds the others") || len(queue) != 2 ||
+			queue[0][1] != "blocking" || queue[0][2] != "FAILED" || queue[1][2] != "PENDING" {
+			t.Errorf("the page of held key k001: %d, queue %v\n%s", code, queue, body)
+		}
 	}
 }
 

@@ -423,6 +423,39 @@ func (c *Console) held(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "held.html", "Held keys", d)
 }
 
+// keyShown is how many of a key's unfinished events its page lists.
+const keyShown = 200
+
+// keyData is a key's page.
+type keyData struct {
+	Topic, Key string
+	Queue      []store.EventRow // its unfinished events in delivery order
+	More       bool             // more than keyShown
+	Held       bool             // the first one holds the others
+	Events     string           // the address of all its events, newest first
+}
+
+// key shows a key: its unfinished events in the order the relay delivers
+// them, the first one (when FAILED or waiting for a retry, under hold) the
+// one that blocks the others; and a link to all its events.
+func (c *Console) key(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := keyData{Topic: q.Get("topic"), Key: q.Get("key")}
+	if d.Topic == "" || d.Key == "" {
+		http.Error(w, "topic and key: both are needed", http.StatusBadRequest)
+		return
+	}
+	queue, err := c.st.KeyQueue(r.Context(), d.Topic, d.Key, keyShown+1)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Queue, d.More = queue[:min(len(queue), keyShown)], len(queue) > keyShown
+	d.Held = c.cfg.FailedKeyPolicy == "hold" && len(d.Queue) > 0 && (d.Queue[0].Status == "FAILED" || d.Queue[0].Attempts > 0)
+	d.Events = c.cfg.Prefix + "/events?" + url.Values{"key": {d.Key}, "topic": {d.Topic}}.Encode()
+	c.render(w, r, "key.html", "Key "+d.Key, d)
+}
+
 // actionsShown is how many actions the actions page lists.
 const actionsShown = 200
 

@@ -14,6 +14,8 @@ var (
 	queuedKeysSQL string
 	//go:embed sql/held_keys.sql
 	heldKeysSQL string
+	//go:embed sql/key_queue.sql
+	keyQueueSQL string
 	//go:embed sql/held_keys_walk.sql
 	heldKeysWalkSQL string
 	//go:embed sql/held_keys_page.sql
@@ -85,6 +87,17 @@ func (s *Store) HeldKeysPage(ctx context.Context, topic string, after *HeldCurso
 		err := r.Scan(&h.Topic, &h.Key, &h.BlockingEventID, &h.Status, &h.Reason, &h.LastError, &h.Attempts, &h.Since, &h.Queued)
 		return h, err
 	}, heldKeysWalkSQL+heldKeysPageSQL, pgx.QueryExecModeExec, nullable(topic), at, key, limit, queuedBound)
+}
+
+// KeyQueue lists up to limit unfinished events of topic's key in the
+// order the relay delivers them: when the key is held, the first blocks
+// the others.
+func (s *Store) KeyQueue(ctx context.Context, topic, key string, limit int) ([]EventRow, error) {
+	return collect(ctx, s.db, "reading a key's queue", func(r pgx.CollectableRow) (EventRow, error) {
+		var x EventRow
+		err := r.Scan(&x.EventID, &x.Status, &x.Topic, &x.Key, &x.Reason, &x.LastError, &x.Attempts, &x.UpdatedAt)
+		return x, err
+	}, keyQueueSQL, topic, key, limit)
 }
 
 // CountHeldKeys counts the held keys (of topic; "": all), up to bound.
