@@ -34,11 +34,16 @@ type eventsData struct {
 	// status but SENT, or a reason, alone).
 	Count   store.Count
 	Counted bool
-	First   string // the first page's address, when this is not it
+	// Oldest: oldest first (else newest first). First is the first page's
+	// address when this is not it, Prev the previous page's, Flip the first
+	// page's in the other order.
+	Oldest            bool
+	First, Prev, Flip string
 }
 
-// events lists status rows by filter, newest first, paged by keyset. A
-// lookup of an event id goes to its page; of a key, filters by it.
+// events lists status rows by filter, newest first (order=oldest: oldest
+// first), paged by keyset both ways. A lookup of an event id goes to its
+// page; of a key, filters by it.
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if look := q.Get("lookup"); look != "" {
@@ -59,18 +64,36 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	} else if f.Since, err = parseTime("since", d.Since); err == nil {
 		f.Until, err = parseTime("until", d.Until)
 	}
-	before := q.Get("before")
-	if err == nil && before != "" && !uuidText.MatchString(before) {
-		err = fmt.Errorf("before: %w", errBadID)
+	// A page starts before an event (newest first) or after one (oldest
+	// first); the other way round from the display's order, it is the
+	// previous page, read backwards.
+	order := q.Get("order")
+	if err == nil && order != "" && order != "newest" && order != "oldest" {
+		err = fmt.Errorf("order %q: newest or oldest", order)
+	}
+	d.Oldest = order == "oldest"
+	from, asc := q.Get("before"), d.Oldest && q.Get("before") == "" // the first page: in the display's order
+	if q.Get("after") != "" {
+		from, asc = q.Get("after"), true
+		if err == nil && q.Get("before") != "" {
+			err = errors.New("before and after: one or the other")
+		}
+	}
+	if err == nil && from != "" && !uuidText.MatchString(from) {
+		err = fmt.Errorf("before or after: %w", errBadID)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	p, err := c.st.EventsPage(r.Context(), f, before, eventsPageSize, c.cfg.Walk)
+	p, err := c.st.EventsPage(r.Context(), f, from, asc, eventsPageSize, c.cfg.Walk)
 	if err != nil {
 		c.fail(w, r, err)
 		return
+	}
+	back := asc != d.Oldest // a previous page
+	if back {
+		slices.Reverse(p.Rows)
 	}
 	d.Events, d.Walked, d.Walk = p.Rows, p.Walked, cmp.Or(c.cfg.Walk, store.EventsWalkDefault)
 	n, counted, err := c.st.CountEvents(r.Context(), f, listCountBound)
@@ -79,24 +102,46 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Count, d.Counted = store.Count{N: n, AtLeast: n >= listCountBound}, counted
-	if before != "" {
-		first := url.Values{}
-		for k, v := range q {
-			if k != "before" && k != "lookup" && v[0] != "" {
-				first.Set(k, v[0])
+	inOrder := func(oldest bool, set ...string) string {
+		v := url.Values{}
+		for k, vs := range q {
+			if k != "before" && k != "after" && k != "lookup" && k != "order" && vs[0] != "" {
+				v.Set(k, vs[0])
 			}
 		}
-		d.First = c.cfg.Prefix + "/events?" + first.Encode()
+		if oldest {
+			v.Set("order", "oldest")
+		}
+		for i := 0; i+1 < len(set); i += 2 {
+			v.Set(set[i], set[i+1])
+		}
+		return c.cfg.Prefix + "/events?" + v.Encode()
 	}
-	if p.Before != "" {
-		next := url.Values{}
-		for k, v := range q {
-			if k != "before" && k != "lookup" && v[0] != "" {
-				next.Set(k, v[0])
-			}
+	link := func(set ...string) string { return inOrder(d.Oldest, set...) }
+	nextParam, prevParam := "before", "after"
+	if d.Oldest {
+		nextParam, prevParam = "after", "before"
+	}
+	if from != "" {
+		d.First = link()
+	}
+	d.Flip = inOrder(!d.Oldest)
+	switch {
+	case !back:
+		if p.Before != "" {
+			d.Next = link(nextParam, p.Before)
 		}
-		next.Set("before", p.Before)
-		d.Next = c.cfg.Prefix + "/events?" + next.Encode()
+		if from != "" && len(d.Events) > 0 {
+			d.Prev = link(prevParam, d.Events[0].EventID)
+		}
+	default:
+		if len(d.Events) > 0 {
+			d.Next = link(nextParam, d.Events[len(d.Events)-1].EventID)
+		}
+		if p.Before != "" {
+			d.Prev = link(prevParam, p.Before)
+		}
+		d.Walked = false // a previous page's walk: its link searches on
 	}
 	c.render(w, r, "events.html", "Events", d)
 }

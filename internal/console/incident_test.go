@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -278,5 +279,68 @@ func TestConsole_FailedEventsAreSearchedByTheTimeTheyFailed(t *testing.T) {
 	}
 	if code, body := get(t, srv, "/failed?until=soon", readToken); code != http.StatusBadRequest || !strings.Contains(body, "until") {
 		t.Errorf("until=soon: %d %q, want 400 naming until", code, body)
+	}
+}
+
+func TestConsole_TheEventListIsWalkedBothWaysInEitherOrder(t *testing.T) {
+	t.Parallel()
+	srv, _, dbURL := serve(t, "")
+	pool := pgtest.Pool(t, dbURL)
+	if _, err := pool.Exec(context.Background(), `
+		WITH ev AS (INSERT INTO outbox.events (topic, payload) SELECT 'walk', '{}' FROM generate_series(1, 120) RETURNING id, topic)
+		INSERT INTO outbox.deliveries (event_id, topic, status) SELECT id, topic, 'SENT' FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	var newest []string
+	rows, err := pool.Query(context.Background(), `SELECT event_id::text FROM outbox.deliveries ORDER BY event_id DESC`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		_ = rows.Scan(&id)
+		newest = append(newest, id)
+	}
+	page := func(path string) (ids []string, next, prev, flip string) {
+		t.Helper()
+		code, body := get(t, srv, path, readToken)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", path, code, body)
+		}
+		for _, m := range regexp.MustCompile(`<td><a href="/events/([0-9a-f-]{36})">`).FindAllStringSubmatch(body, -1) {
+			ids = append(ids, m[1])
+		}
+		for _, l := range []struct {
+			id string
+			to *string
+		}{{"next", &next}, {"prev", &prev}, {"order", &flip}} {
+			if m := regexp.MustCompile(`<a id="` + l.id + `" href="([^"]*)">`).FindStringSubmatch(body); m != nil {
+				*l.to = strings.ReplaceAll(m[1], "&amp;", "&")
+			}
+		}
+		return ids, next, prev, flip
+	}
+	join := func(s []string) string { return strings.Join(s, " ") }
+	ids, next, prev, flip := page("/events")
+	if join(ids) != join(newest[:50]) || prev != "" || next == "" {
+		t.Fatalf("first page, newest first: %d events, prev %q next %q", len(ids), prev, next)
+	}
+	ids2, _, prev2, _ := page(next)
+	if join(ids2) != join(newest[50:100]) || prev2 == "" {
+		t.Fatalf("second page: %d events, prev %q", len(ids2), prev2)
+	}
+	if back, _, _, _ := page(prev2); join(back) != join(ids) {
+		t.Errorf("previous from the second page: not the first page")
+	}
+	oldest := slices.Clone(newest)
+	slices.Reverse(oldest)
+	ids, next, _, _ = page(flip)
+	if join(ids) != join(oldest[:50]) || next == "" || !strings.Contains(next, "order=oldest") {
+		t.Errorf("oldest first: %d events (first %v), next %q", len(ids), ids[:min(1, len(ids))], next)
+	}
+	if ids2, _, prev2, _ := page(next); join(ids2) != join(oldest[50:100]) || prev2 == "" {
+		t.Errorf("oldest first, second page: %d events", len(ids2))
+	} else if back, _, _, _ := page(prev2); join(back) != join(ids) {
+		t.Errorf("oldest first, previous from the second page: not the first page")
 	}
 }
