@@ -103,6 +103,7 @@ var incidentPages = []struct{ name, path, form string }{
 	{"FAILED reason=INVALID_EVENT", "/failed?reason=INVALID_EVENT", ""},
 	{"FAILED event_type=order.cancelled", "/failed?event_type=order.cancelled", ""},
 	{"held keys", "/held", ""},
+	{"topics", "/topics", ""},
 	{"events status=FAILED", "/events?status=FAILED", ""},
 	{"confirm skip all FAILED", "/skip", "match=yes"},
 	{"confirm skip topic=rare", "/skip", "match=yes&topic=rare"},

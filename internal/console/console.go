@@ -240,7 +240,15 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		return nil, err
 	}
 	tmpl, err := template.New("").Funcs(template.FuncMap{
-		"age":  func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+		"age": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+		// query is a URL query of name and value pairs.
+		"query": func(kv ...string) template.URL {
+			v := url.Values{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				v.Set(kv[i], kv[i+1])
+			}
+			return template.URL(v.Encode()) //nolint:gosec // encoded
+		},
 		"list": func(s ...string) []string { return s },
 		// utc is a time as every page shows it: in UTC, labelled.
 		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC" },
@@ -292,6 +300,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /events/{id}", c.event)
 	mux.HandleFunc("GET /events/{id}/payload", c.payload)
 	mux.HandleFunc("GET /keys", c.key)
+	mux.HandleFunc("GET /topics", c.topics)
 	mux.HandleFunc("POST /resend", c.admin(c.act("resend")))
 	mux.HandleFunc("POST /skip", c.admin(c.act("skip")))
 	var h http.Handler = checkParams(http.NewCrossOriginProtection().Handler(mux))

@@ -344,3 +344,23 @@ func TestConsole_TheEventListIsWalkedBothWaysInEitherOrder(t *testing.T) {
 		t.Errorf("oldest first, previous from the second page: not the first page")
 	}
 }
+
+func TestConsole_TopicsShowTheirCountsNewestFailureAndOldestPending(t *testing.T) {
+	t.Parallel()
+	srv, _, dbURL := serve(t, "")
+	pool := pgtest.Pool(t, dbURL)
+	if _, err := pool.Exec(context.Background(), `
+		WITH ev AS (INSERT INTO outbox.events (topic, payload) VALUES ('orders', '{}') RETURNING id, topic)
+		INSERT INTO outbox.deliveries (event_id, topic, status, created_at)
+		SELECT id, topic, 'PENDING', '2026-11-26 10:00:00+00' FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, srv, "/topics", readToken)
+	row := regexp.MustCompile(`(?s)<tr><td>outbox.events</td><td><a href="/events\?topic=orders">orders</a></td>.*?</tr>`).FindString(body)
+	for _, want := range []string{`<a href="/failed?topic=orders">2</a>`, `<a href="/events?status=PENDING&amp;topic=orders">1</a>`,
+		"2026-11-26 10:00:00.000 UTC", "<td>INVALID_TOPIC</td>", "broker said no"} {
+		if code != http.StatusOK || !strings.Contains(row, want) {
+			t.Errorf("/topics: %d, the row of orders lacks %s:\n%s", code, want, row)
+		}
+	}
+}

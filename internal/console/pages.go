@@ -423,6 +423,49 @@ func (c *Console) held(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "held.html", "Held keys", d)
 }
 
+// topicsData is the topics page's.
+type topicsData struct {
+	Statuses []string
+	Topics   []topicRow
+	Bound    int // PENDING rows read a topic for its oldest
+}
+
+// topicRow is a topic's line: its counts (as the overview's) and details.
+type topicRow struct {
+	store.TopicCounts
+	store.TopicDetail
+	PendingAtLeast bool // the oldest PENDING is of the first Bound read
+}
+
+// topics shows each topic with rows: counts by status (as the overview
+// counts them), its newest failure, its oldest PENDING event.
+func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
+	counts, err := c.st.OverviewCounts(r.Context(), c.cfg.Bounds)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d := topicsData{Statuses: store.Statuses(), Bound: overviewBound}
+	var names []string
+	for _, t := range counts.Topics {
+		names = append(names, t.Topic)
+	}
+	details, err := c.st.TopicDetails(r.Context(), names, overviewBound)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	byTopic := map[string]store.TopicDetail{}
+	for _, x := range details {
+		byTopic[x.Topic] = x
+	}
+	for _, t := range counts.Topics {
+		x := byTopic[t.Topic]
+		d.Topics = append(d.Topics, topicRow{TopicCounts: t, TopicDetail: x, PendingAtLeast: x.PendingRead >= int64(overviewBound)})
+	}
+	c.render(w, r, "topics.html", "Topics", d)
+}
+
 // keyShown is how many of a key's unfinished events its page lists.
 const keyShown = 200
 

@@ -351,7 +351,7 @@ func TestConsole_ADatabaseErrorShowsAnIDAndLogsTheDetails(t *testing.T) {
 	}
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
-	for _, path := range []string{"/", "/failed", "/events", "/held", "/actions"} {
+	for _, path := range []string{"/", "/failed", "/events", "/held", "/actions", "/topics", "/keys?topic=a&key=b"} {
 		resp, body := request(t, srv, http.MethodGet, path, "", "", nil)
 		m := regexp.MustCompile(`error id ([0-9a-f]{16})`).FindStringSubmatch(body)
 		if resp.StatusCode != http.StatusServiceUnavailable || m == nil || strings.Contains(body, "does not exist") ||

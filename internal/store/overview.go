@@ -19,7 +19,34 @@ var (
 	overviewOutstandingSQL string
 	//go:embed sql/overview_sample.sql
 	overviewSampleSQL string
+	//go:embed sql/topic_details.sql
+	topicDetailsSQL string
 )
+
+// TopicDetail is what the console's topics page shows of a topic besides
+// its counts.
+type TopicDetail struct {
+	Topic string
+	// LastReason, LastError and LastFailed are its newest FAILED event's
+	// (LastFailed nil: none is FAILED).
+	LastReason, LastError string
+	LastFailed            *time.Time
+	// OldestPending is the oldest created_at among PendingRead of its
+	// PENDING rows (nil: none); when PendingRead reached the bound, older
+	// ones may be unread.
+	OldestPending *time.Time
+	PendingRead   int64
+}
+
+// TopicDetails reads each topic's newest failure and oldest PENDING
+// event, reading at most pendingBound PENDING rows a topic.
+func (s *Store) TopicDetails(ctx context.Context, topics []string, pendingBound int) ([]TopicDetail, error) {
+	return collect(ctx, s.db, "reading the topics", func(r pgx.CollectableRow) (TopicDetail, error) {
+		var x TopicDetail
+		err := r.Scan(&x.Topic, &x.LastReason, &x.LastError, &x.LastFailed, &x.OldestPending, &x.PendingRead)
+		return x, err
+	}, topicDetailsSQL, pgx.QueryExecModeExec, topics, pendingBound)
+}
 
 // Count is a number of status rows, counted or estimated.
 type Count struct {
