@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/console"
@@ -49,7 +50,7 @@ func (b *bench) consolePhase(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
-	c, err := console.New(st, console.Config{})
+	c, err := console.New(st, console.Config{FailedKeyPolicy: "hold"})
 	if err != nil {
 		return err
 	}
@@ -78,6 +79,132 @@ func getPage(ctx context.Context, url string) error {
 	if err != nil {
 		return err
 	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// incidentPages are what an operator opens in an incident, timed by the
+// console incident phase: the pages, then the confirmations of the actions
+// they offer (a POST without confirm=yes changes nothing).
+var incidentPages = []struct{ name, path, form string }{
+	{"overview", "/", ""},
+	{"FAILED", "/failed", ""},
+	{"FAILED oldest first", "/failed?order=oldest", ""},
+	{"FAILED topic=orders", "/failed?topic=orders", ""},
+	{"FAILED topic=rare", "/failed?topic=rare", ""},
+	{"FAILED reason=INVALID_EVENT", "/failed?reason=INVALID_EVENT", ""},
+	{"FAILED event_type=order.cancelled", "/failed?event_type=order.cancelled", ""},
+	{"held keys", "/held", ""},
+	{"topics", "/topics", ""},
+	{"events status=FAILED", "/events?status=FAILED", ""},
+	{"confirm skip all FAILED", "/skip", "match=yes"},
+	{"confirm skip topic=rare", "/skip", "match=yes&topic=rare"},
+	{"confirm resend reason=INVALID_EVENT", "/resend", "match=yes&reason=INVALID_EVENT"},
+}
+
+// incidentPhase times the console in an incident (--console-incident
+// status rows, a million by default): a quarter of them FAILED over five
+// topics and four reasons, skewed (80% on topic orders with INVALID_TOPIC,
+// about 600 on topic rare), holding 8,000 keys; the rest SENT. Each page and
+// confirmation --console-runs times; then again right after 200,000 of the
+// FAILED (topic orders) are skipped, before any vacuum (autovacuum is off
+// on outbox.deliveries meanwhile).
+func (b *bench) incidentPhase(ctx context.Context) error {
+	n := b.o.consoleIncident
+	failed := n / 4
+	fmt.Fprintf(os.Stderr, "console incident: writing %d status rows, %d FAILED\n", n, failed)
+	for _, s := range []string{
+		`TRUNCATE outbox.events CASCADE`,
+		`ALTER TABLE outbox.deliveries SET (autovacuum_enabled = false)`,
+		// Each key on one topic: keys k0..k6399 on orders (80% of the
+		// FAILED rows), k7981..k7999 on rare (about 600), the others over
+		// topic-0..2; every FAILED row keyed, SENT rows without a key.
+		fmt.Sprintf(`INSERT INTO outbox.events (id, topic, key, payload, event_type, created_at)
+			SELECT md5('e' || i)::uuid,
+			       CASE WHEN i > %[2]d THEN 'bench' WHEN i %% 8000 < 6400 THEN 'orders' WHEN i %% 8000 >= 7981 THEN 'rare'
+			            ELSE 'topic-' || (i %% 8000) %% 3 END,
+			       CASE WHEN i <= %[2]d THEN 'k' || i %% 8000 END, '{}',
+			       CASE WHEN i %% 5 = 0 THEN 'order.cancelled' ELSE 'order.placed' END, now() - i * interval '1 ms'
+			FROM generate_series(1, %[1]d) i`, n, failed),
+		fmt.Sprintf(`INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, topic, key,
+			                                   commit_lsn, tx_position, updated_at, sent_at)
+			SELECT e.id, CASE WHEN i > %[2]d THEN 'SENT' ELSE 'FAILED' END, 1,
+			       CASE WHEN i > %[2]d THEN NULL WHEN e.topic = 'orders' THEN 'INVALID_TOPIC'
+			            ELSE (ARRAY['INVALID_TOPIC', 'MESSAGE_TOO_LARGE', 'INVALID_EVENT', 'RETRIES_EXHAUSTED'])[1 + i %% 4] END,
+			       CASE WHEN i <= %[2]d THEN 'broker said no' END,
+			       CASE WHEN i <= %[2]d THEN e.topic END, CASE WHEN i <= %[2]d THEN e.key END,
+			       CASE WHEN i <= %[2]d THEN '0/0'::pg_lsn END, CASE WHEN i <= %[2]d THEN 0 END,
+			       now() - i * interval '1 ms', CASE WHEN i > %[2]d THEN now() END
+			FROM generate_series(1, %[1]d) i JOIN outbox.events e ON e.id = md5('e' || i)::uuid`, n, failed),
+		`VACUUM ANALYZE outbox.events`, `VACUUM ANALYZE outbox.deliveries`,
+	} {
+		if err := b.exec(ctx, s); err != nil {
+			return fmt.Errorf("console incident: %w", err)
+		}
+	}
+	defer b.exec(context.WithoutCancel(ctx), `ALTER TABLE outbox.deliveries RESET (autovacuum_enabled)`) //nolint:errcheck // best effort
+	st, err := store.Open(b.o.dbURL, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	c, err := console.New(st, console.Config{FailedKeyPolicy: "hold"})
+	if err != nil {
+		return err
+	}
+	srv := httptest.NewServer(c.Handler())
+	defer srv.Close()
+	if err := b.timeIncident(ctx, srv.URL, n, fmt.Sprintf("%d FAILED", failed)); err != nil {
+		return err
+	}
+	var skipped int64
+	if err := b.pool.QueryRow(ctx, `SELECT outbox.skip_failed(p_topic => 'orders')`).Scan(&skipped); err != nil {
+		return fmt.Errorf("console incident: skipping topic orders: %w", err)
+	}
+	return b.timeIncident(ctx, srv.URL, n, fmt.Sprintf("%d FAILED, %d just skipped, not vacuumed", failed, skipped))
+}
+
+// timeIncident requests each of incidentPages --console-runs times.
+func (b *bench) timeIncident(ctx context.Context, base string, rows int, state string) error {
+	fmt.Fprintf(os.Stderr, "console incident (%s): each page %d times\n", state, b.o.consoleRuns)
+	for _, p := range incidentPages {
+		var ms []float64
+		for range b.o.consoleRuns {
+			start := time.Now()
+			var err error
+			if p.form == "" {
+				err = getPage(ctx, base+p.path)
+			} else {
+				err = postPage(ctx, base+p.path, p.form)
+			}
+			if err != nil {
+				return fmt.Errorf("console incident %s: %w", p.name, err)
+			}
+			ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+		}
+		slices.Sort(ms)
+		b.res = append(b.res, Result{Phase: "console incident: " + p.name + " (" + state + ")", Events: rows, P50ms: ms[len(ms)/2],
+			P95ms: ms[len(ms)*95/100], MaxMs: ms[len(ms)-1],
+			Description: fmt.Sprintf("the console's %s on %d status rows (%s), %d requests", p.path, rows, state, len(ms))})
+		fmt.Fprintf(os.Stderr, "  %-40s p50 %7.1f ms  max %7.1f ms\n", p.name, ms[len(ms)/2], ms[len(ms)-1])
+	}
+	return nil
+}
+
+func postPage(ctx context.Context, url, form string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(form))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

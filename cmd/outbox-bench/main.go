@@ -24,7 +24,8 @@ type options struct {
 	trace                                   string
 	events, big, conns, drainRuns, purge    int
 	stallDrains, backfill, brokerPID        int
-	consoleRuns                             int
+	consoleRuns, consoleIncident            int
+	consoleOnly                             bool
 	relayArgs, relayEnv                     []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -75,6 +76,8 @@ func main() {
 	flag.IntVar(&o.drainRuns, "drain-runs", 3, "how many times to run the three drain phases; each row reports the median run")
 	flag.IntVar(&o.stallDrains, "stall-drains", 0, "only repeat the relay's drain of --events this many times and count the drains in which the stream went silent (a stall the watchdog ended); 0 runs the normal phases")
 	flag.IntVar(&o.consoleRuns, "console-runs", 20, "after the backfill, requests of each operator console page on its status rows, timed (0 skips the phase)")
+	flag.IntVar(&o.consoleIncident, "console-incident", 1000000, "status rows of the console incident phase: a quarter FAILED, 8,000 held keys; pages timed before and right after skipping 80% of the FAILED (0 skips the phase)")
+	flag.BoolVar(&o.consoleOnly, "console-only", false, "run only the console incident phase (no relay, no broker)")
 	flag.IntVar(&o.backfill, "backfill-events", 1000000, "events written before the relay's first start, which it delivers through its backfill (0 skips the phase)")
 	flag.IntVar(&o.brokerPID, "broker-pid", 0, "the development broker's process id, to report its CPU per phase (0: not reported)")
 	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")
@@ -131,6 +134,13 @@ func run(ctx context.Context, o options) error {
 	if o.stallDrains > 0 {
 		return b.stallDrains(ctx, o.stallDrains)
 	}
+	if o.consoleOnly {
+		if err := b.incidentPhase(ctx); err != nil {
+			return err
+		}
+		b.print()
+		return b.writeResults()
+	}
 	if err := b.drains(ctx); err != nil {
 		return err
 	}
@@ -149,6 +159,11 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.big > 0 {
 		if err := b.bigTransaction(ctx); err != nil {
+			return err
+		}
+	}
+	if o.consoleRuns > 0 && o.consoleIncident > 0 {
+		if err := b.incidentPhase(ctx); err != nil {
 			return err
 		}
 	}

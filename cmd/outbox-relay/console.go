@@ -28,6 +28,7 @@ func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs.Secret(&cfg.ReadToken, "read-token", "", "token that may only see the outbox (16 characters at least, not the admin token): no action is shown or accepted")
 	consoleServingFlags(fs, "", &cfg)
 	fs.String(&cfg.Prefix, "path-prefix", "", "the path the console is served under behind a reverse proxy, such as /outbox")
+	fs.String(&cfg.FailedKeyPolicy, "failed-key-policy", relay.FailedKeyContinue, "the relays' --failed-key-policy: with hold, the console shows the keys FAILED events hold; with continue, none can be held")
 	fs.List(&cfg.RelayMetrics, "relay-metrics", "", "running relays' metrics URLs, comma-separated (http://relay-1:9677/metrics): the overview shows each one's role, Kafka breaker and slot lag")
 	var logLevel, logFormat string
 	fs.String(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -24,7 +24,8 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	var f filterFlags
 	databaseFlag(fs, &dbURL)
 	f.register(fs, "failed")
-	fs.String(&after, "after", "", "page: list only events after this event id (the last one of the previous page)")
+	fs.String(&after, "after", "", "page: list only events after this place (the previous page says it: the last one's failed_at,event_id; "+
+		"an event id alone is the place of its last change)")
 	out.register(fs, "at most this many events")
 	fs.Bool(&count, "count", false, "print only how many failed events match")
 	if err := parse(fs, args, stdout, stderr); err != nil {
@@ -44,14 +45,27 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	defer closeDB()
 	defer func() { err = operatorDenied(ctx, st, err) }()
 	if count {
-		n, err := st.CountFailed(ctx, filter, 0)
+		n, _, err := st.CountFailed(ctx, filter, 0, 0)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, n)
 		return nil
 	}
-	list, err := st.FailedPage(ctx, filter, after, out.limit)
+	var cursor *store.FailedCursor
+	if after != "" {
+		c, placed, err := store.ParseFailedCursor(after)
+		if err != nil {
+			return flagenv.Usagef("--after %q: %v", after, err)
+		}
+		if !placed {
+			if c, err = st.FailedCursorOf(ctx, c.ID); err != nil {
+				return fmt.Errorf("--after %s: %w", after, err)
+			}
+		}
+		cursor = &c
+	}
+	list, err := st.FailedPage(ctx, filter, cursor, false, out.limit)
 	if err != nil {
 		return err
 	}
@@ -132,7 +146,7 @@ func writeFailedTable(stdout, stderr io.Writer, list []store.Failed, limit int) 
 		return err
 	}
 	if len(list) == limit {
-		fmt.Fprintf(stderr, "more may follow: --after %s\n", termsafe.String(list[len(list)-1].EventID))
+		fmt.Fprintf(stderr, "more may follow: --after %s\n", termsafe.String(list[len(list)-1].Cursor().String()))
 	}
 	return nil
 }

@@ -40,9 +40,9 @@ func TestFailedAndResend_MirrorTheSQLOperations(t *testing.T) {
 			  ('00000000-0000-0000-0000-000000000003', 'orders',   '{}', 'b'),
 			  ('00000000-0000-0000-0000-000000000004', 'payments', '{}', 'a'),
 			  ('00000000-0000-0000-0000-000000000005', 'payments', '{}', 'a'),
-			  ('00000000-0000-0000-0000-000000000006', 'orders',   '{}', 'a') RETURNING id)
-		INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, updated_at)
-		SELECT id, CASE WHEN id::text LIKE '%6' THEN 'SENT' ELSE 'FAILED' END, 1,
+			  ('00000000-0000-0000-0000-000000000006', 'orders',   '{}', 'a') RETURNING id, topic)
+		INSERT INTO outbox.deliveries (event_id, topic, status, attempts, failure_reason, last_error, updated_at)
+		SELECT id, topic, CASE WHEN id::text LIKE '%6' THEN 'SENT' ELSE 'FAILED' END, 1,
 		       CASE WHEN id::text LIKE '%6' THEN NULL ELSE 'INVALID_TOPIC' END, 'broker said no',
 		       now() - (6 - right(id::text, 1)::int) * interval '1 second'
 		FROM ev`); err != nil {
@@ -60,12 +60,28 @@ func TestFailedAndResend_MirrorTheSQLOperations(t *testing.T) {
 	if !strings.Contains(out, "-000000000001") || !strings.Contains(out, "-000000000002") || strings.Contains(out, "-000000000003") {
 		t.Fatalf("first page:\n%s", out)
 	}
-	if !strings.Contains(errOut, "--after 00000000-0000-0000-0000-000000000002") {
+	next, hinted := strings.CutPrefix(strings.TrimSpace(errOut), "more may follow: --after ")
+	if !hinted || !strings.HasSuffix(next, ",00000000-0000-0000-0000-000000000002") {
 		t.Fatalf("first page does not say how to get the next: %q", errOut)
 	}
+	// The page's last event is no longer FAILED: the next page still
+	// starts after its place.
+	if _, err := pool.Exec(ctx, `UPDATE outbox.deliveries SET status = 'SKIPPED', updated_at = now()
+		WHERE event_id = '00000000-0000-0000-0000-000000000002'`); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = run("failed", "--limit", "2", "--after", next, "--format", "json")
+	if strings.Count(out, "\n") != 2 || !strings.Contains(out, `"event_id":"00000000-0000-0000-0000-000000000003"`) {
+		t.Fatalf("second page, after its cursor's event was skipped:\n%s", out)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE outbox.deliveries SET status = 'FAILED', updated_at = now() - interval '4 seconds'
+		WHERE event_id = '00000000-0000-0000-0000-000000000002'`); err != nil {
+		t.Fatal(err)
+	}
+	// An event id alone is the place of its status row.
 	out, _, _ = run("failed", "--limit", "2", "--after", "00000000-0000-0000-0000-000000000002", "--format", "json")
 	if strings.Count(out, "\n") != 2 || !strings.Contains(out, `"event_id":"00000000-0000-0000-0000-000000000003"`) {
-		t.Fatalf("second page:\n%s", out)
+		t.Fatalf("second page after an event id:\n%s", out)
 	}
 
 	if out, _, code := run("resend", "00000000-0000-0000-0000-000000000001"); code != 0 || !strings.Contains(out, "resent 1 events") {

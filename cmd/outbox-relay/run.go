@@ -172,6 +172,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if err := loadTables(&cfg, o, log); err != nil {
 		return err
 	}
+	// The console shows held keys only when keys can be held.
+	o.console.FailedKeyPolicy = cfg.FailedKeyPolicy
 	if err := checkRun(cfg, o); err != nil {
 		return err
 	}

@@ -147,17 +147,26 @@ func TestBrowser_ResendAndSkipAreConfirmedAndChangeThePageAndTheDatabase(t *test
 		chromedp.WaitVisible("#confirm", chromedp.ByQuery), chromedp.Text("#confirm-count", &confirm),
 		chromedp.Click("#confirm", chromedp.ByQuery), chromedp.WaitVisible(".notice", chromedp.ByQuery),
 		chromedp.Text(".notice", &notice), chromedp.Text("#failed", &failed))
-	if !strings.Contains(confirm, "skip 1 event(s)") || !strings.Contains(notice, "skip: 1 events") ||
+	if !strings.Contains(confirm, "1 event would change now") || !strings.Contains(notice, "skip: 1 events") ||
 		strings.Contains(failed, ids[0]) || status(ids[0]) != "SKIPPED" {
 		t.Errorf("skip: confirmation %q, notice %q, still listed %v, status %s", confirm, notice, strings.Contains(failed, ids[0]), status(ids[0]))
 	}
-	// Resend all that match the filter.
+	// Resend all that match the filter: asked, cancelled (back on the
+	// filtered list), asked again, confirmed (back on the filtered list).
+	var what, filter, location string
 	run(t, ctx, chromedp.Navigate(srv.URL+"/outbox/failed?reason=INVALID_TOPIC"),
 		chromedp.Click("#resend-matching", chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery),
-		chromedp.Text("#confirm-count", &confirm), chromedp.Click("#confirm", chromedp.ByQuery),
-		chromedp.WaitVisible(".notice", chromedp.ByQuery), chromedp.Text(".notice", &notice))
-	if !strings.Contains(confirm, "matching the filter, 1 now") || status(ids[1]) != "PENDING" {
-		t.Errorf("resend all matching: confirmation %q, notice %q, status %s", confirm, notice, status(ids[1]))
+		chromedp.Click("#cancel", chromedp.ByQuery), chromedp.WaitVisible("#resend-matching", chromedp.ByQuery),
+		chromedp.Value(`input[name="reason"]`, &filter, chromedp.ByQuery))
+	if filter != "INVALID_TOPIC" || status(ids[1]) != "FAILED" {
+		t.Errorf("cancel: the filter is %q, want INVALID_TOPIC kept; status %s", filter, status(ids[1]))
+	}
+	run(t, ctx, chromedp.Click("#resend-matching", chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery),
+		chromedp.Text("#confirm-what", &what), chromedp.Text("#confirm-count", &confirm), chromedp.Click("#confirm", chromedp.ByQuery),
+		chromedp.WaitVisible(".notice", chromedp.ByQuery), chromedp.Text(".notice", &notice), chromedp.Location(&location))
+	if !strings.Contains(what, "every FAILED event that failed with reason INVALID_TOPIC") || !strings.Contains(confirm, "1 event would change now") ||
+		!strings.Contains(location, "reason=INVALID_TOPIC") || status(ids[1]) != "PENDING" {
+		t.Errorf("resend all matching: confirmation %q %q, notice %q, back on %s, status %s", what, confirm, notice, location, status(ids[1]))
 	}
 }
 

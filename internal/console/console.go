@@ -15,6 +15,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"strconv"
@@ -70,6 +71,10 @@ type Config struct {
 	// Logger logs each action, the details of each error, and a warning
 	// when the console is served off loopback without TLS (none when nil).
 	Logger *zap.Logger
+	// FailedKeyPolicy is the relays' --failed-key-policy: "hold" shows the
+	// held keys (pages, counts, links); "continue" (or "") shows none, since
+	// no key can be held.
+	FailedKeyPolicy string
 	// FlagPrefix is what the flags that errors name start with after
 	// "--": "" for the console command, "console-" for run's (whose
 	// --listen is --console-addr).
@@ -113,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("%s and %s go together: give both, or neither", c.flag("tls-cert-file"), c.flag("tls-key-file"))
+	}
+	if c.FailedKeyPolicy != "" && c.FailedKeyPolicy != "continue" && c.FailedKeyPolicy != "hold" {
+		return fmt.Errorf("--failed-key-policy %q: continue or hold", c.FailedKeyPolicy)
 	}
 	if c.Prefix != "" && (!strings.HasPrefix(c.Prefix, "/") || strings.HasSuffix(c.Prefix, "/")) {
 		return fmt.Errorf("%s %q: start it with / and end it without one (/outbox)", c.flag("path-prefix"), c.Prefix)
@@ -232,10 +240,29 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		return nil, err
 	}
 	tmpl, err := template.New("").Funcs(template.FuncMap{
-		"age":   func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
-		"list":  func(s ...string) []string { return s },
+		"age": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+		// query is a URL query of name and value pairs.
+		"query": func(kv ...string) template.URL {
+			v := url.Values{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				v.Set(kv[i], kv[i+1])
+			}
+			return template.URL(v.Encode()) //nolint:gosec // encoded
+		},
+		"list": func(s ...string) []string { return s },
+		// utc is a time as every page shows it: in UTC, labelled.
+		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC" },
 		"count": showCount,
-		"num":   func(n any) string { return showCount(store.Count{N: reflectInt(n)}) },
+		// keyQuery is the key page's query for a topic's key.
+		"keyQuery": func(topic, key string) template.URL {
+			return template.URL(url.Values{"topic": {topic}, "key": {key}}.Encode()) //nolint:gosec // encoded
+		},
+		"num": func(n any) string { return thousands(reflectInt(n)) },
+		// bounded is a count of up to bound rows: a lower bound when it
+		// reached it.
+		"bounded": func(n any, bound int) store.Count {
+			return store.Count{N: reflectInt(n), AtLeast: reflectInt(n) >= int64(bound)}
+		},
 		"cell": func(c store.Count) string { // a table's cell: blank for none
 			if c == (store.Count{}) {
 				return ""
@@ -265,17 +292,54 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", c.overview)
 	mux.HandleFunc("GET /static/{name}", staticFile)
 	mux.HandleFunc("GET /failed", c.failed)
-	mux.HandleFunc("GET /held", c.held)
+	if c.cfg.FailedKeyPolicy == "hold" {
+		mux.HandleFunc("GET /held", c.held)
+	}
 	mux.HandleFunc("GET /actions", c.actions)
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("GET /events/{id}", c.event)
+	mux.HandleFunc("GET /events/{id}/payload", c.payload)
+	mux.HandleFunc("GET /keys", c.key)
+	mux.HandleFunc("GET /topics", c.topics)
 	mux.HandleFunc("POST /resend", c.admin(c.act("resend")))
 	mux.HandleFunc("POST /skip", c.admin(c.act("skip")))
-	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
-	if c.cfg.Prefix != "" {
-		h = http.StripPrefix(c.cfg.Prefix, h)
+	var h http.Handler = checkParams(http.NewCrossOriginProtection().Handler(mux))
+	if prefix := c.cfg.Prefix; prefix != "" {
+		stripped := http.StripPrefix(prefix, h)
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == prefix { // the console's root, without its slash: stay under the prefix
+				http.Redirect(w, r, prefix+"/", http.StatusMovedPermanently)
+				return
+			}
+			stripped.ServeHTTP(w, r)
+		})
 	}
 	return secureHeaders(c.checkHost(c.authenticate(h)))
+}
+
+// checkParams refuses (400, naming the parameter) a query or form value
+// that is not UTF-8 text or holds a NUL byte: PostgreSQL takes neither as
+// text, and a page could not show it.
+func checkParams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "400 bad request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		for name, values := range r.Form {
+			for _, v := range append([]string{name}, values...) {
+				switch {
+				case !utf8.ValidString(v):
+					http.Error(w, "400 bad request: parameter "+strconv.QuoteToASCII(name)+" is not UTF-8 text", http.StatusBadRequest)
+					return
+				case strings.ContainsRune(v, 0):
+					http.Error(w, "400 bad request: parameter "+strconv.QuoteToASCII(name)+" holds a NUL byte", http.StatusBadRequest)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // contentSecurityPolicy lets a page load only the console's own script
@@ -459,20 +523,33 @@ func (c *Console) admin(next http.HandlerFunc) http.HandlerFunc {
 
 var errBadID = errors.New("not an event id")
 
-// showCount shows a count: "1,234", "≈ 1,234" when estimated, "1,234+"
+// showCount shows a count: "1,234"; "≈ 1,234 ± 56" when estimated; "≥ 10,000"
+// past a bound, with its estimate when there is one
 // when counted up to a bound.
 func showCount(c store.Count) string {
-	n := strconv.FormatInt(c.N, 10)
-	for i := len(n) - 3; i > 0; i -= 3 {
-		n = n[:i] + "," + n[i:]
-	}
 	switch {
 	case c.Estimated:
-		return "≈ " + n
+		return "≈ " + thousands(c.N) + " ± " + thousands(c.Err)
+	case c.AtLeast && c.Approx > 0:
+		return "≥ " + thousands(c.N) + " (≈ " + thousands(c.Approx) + " ± " + thousands(c.Err) + ")"
 	case c.AtLeast:
-		return n + "+"
+		return "≥ " + thousands(c.N)
 	}
-	return n
+	return thousands(c.N)
+}
+
+// thousands writes n with a comma between each three digits: 250,000.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
 }
 
 // reflectInt reads a template's integer.

@@ -26,7 +26,7 @@ const (
 // (one whose error holds a script) and one SENT, as outbox_operator.
 func serve(t *testing.T, prefix string) (srv *httptest.Server, ids []string, dbURL string) {
 	t.Helper()
-	return serveConfig(t, console.Config{ReadToken: readToken, AdminToken: adminToken, Prefix: prefix})
+	return serveConfig(t, console.Config{ReadToken: readToken, AdminToken: adminToken, Prefix: prefix, FailedKeyPolicy: "hold"})
 }
 
 // serveConfig is serve with the console configured by cfg.
@@ -36,8 +36,8 @@ func serveConfig(t *testing.T, cfg console.Config) (srv *httptest.Server, ids []
 	rows, err := pool.Query(context.Background(), `
 		WITH ev AS (INSERT INTO outbox.events (topic, key, payload) VALUES
 			('orders', 'k1', '{}'), ('orders', 'k2', '{}'), ('payments', 'k3', '{}') RETURNING id, topic)
-		INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error)
-		SELECT id, CASE WHEN topic = 'payments' THEN 'SENT' ELSE 'FAILED' END, 1,
+		INSERT INTO outbox.deliveries (event_id, topic, status, attempts, failure_reason, last_error)
+		SELECT id, topic, CASE WHEN topic = 'payments' THEN 'SENT' ELSE 'FAILED' END, 1,
 		       CASE WHEN topic = 'orders' THEN 'INVALID_TOPIC' END, '<script>alert(1)</script> broker said no'
 		FROM ev RETURNING event_id::text`)
 	if err != nil {
@@ -209,11 +209,13 @@ func TestConsole_EveryActionIsConfirmedWithHowManyRowsItChanges(t *testing.T) {
 	}
 	// Asked first: nothing changes yet.
 	code, body := postForm(t, srv, "/resend", adminToken, url.Values{"sel": ids[:2]}, "")
-	if code != http.StatusOK || !strings.Contains(body, "This will resend 2 event(s)") || failed() != 2 {
+	if code != http.StatusOK || !strings.Contains(body, "This will resend the 2 selected events that are still FAILED.") ||
+		!strings.Contains(body, "2 events would change now") || failed() != 2 {
 		t.Fatalf("the confirmation of 2 selected: %d, FAILED %d\n%s", code, failed(), body)
 	}
 	code, body = postForm(t, srv, "/skip", adminToken, url.Values{"match": {"yes"}, "reason": {"INVALID_TOPIC"}}, "")
-	if code != http.StatusOK || !strings.Contains(body, "every FAILED event matching the filter, 2 now") || failed() != 2 {
+	if code != http.StatusOK || !strings.Contains(body, "This will skip every FAILED event that failed with reason INVALID_TOPIC.") ||
+		!strings.Contains(body, "2 events would change now") || failed() != 2 {
 		t.Fatalf("the confirmation of all matching: %d, FAILED %d\n%s", code, failed(), body)
 	}
 	// Confirmed: every matching row, through outbox.skip_failed.

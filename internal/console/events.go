@@ -4,8 +4,12 @@ import (
 	"cmp"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -26,10 +30,20 @@ type eventsData struct {
 	// filling up: Next searches on.
 	Walked bool
 	Walk   int
+	// Count is how many rows match, up to listCountBound, when Counted (a
+	// status but SENT, or a reason, alone).
+	Count   store.Count
+	Counted bool
+	// Oldest: oldest first (else newest first). First is the first page's
+	// address when this is not it, Prev the previous page's, Flip the first
+	// page's in the other order.
+	Oldest            bool
+	First, Prev, Flip string
 }
 
-// events lists status rows by filter, newest first, paged by keyset. A
-// lookup of an event id goes to its page; of a key, filters by it.
+// events lists status rows by filter, newest first (order=oldest: oldest
+// first), paged by keyset both ways. A lookup of an event id goes to its
+// page; of a key, filters by it.
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if look := q.Get("lookup"); look != "" {
@@ -43,47 +57,112 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		EventType: q.Get("event_type"), Reason: q.Get("reason")}
 	d := eventsData{Filter: f, Since: q.Get("since"), Until: q.Get("until")}
 	var err error
-	if f.Since, err = parseTime(d.Since); err == nil {
-		f.Until, err = parseTime(d.Until)
+	if f.Status != "" && !slices.Contains(store.Statuses(), f.Status) {
+		err = fmt.Errorf("status %q: not a status (%s)", f.Status, strings.Join(store.Statuses(), ", "))
+	} else if f.Reason != "" && !slices.Contains(reasons, f.Reason) {
+		err = fmt.Errorf("reason %q: not a failure reason (%s)", f.Reason, strings.Join(reasons, ", "))
+	} else if f.Since, err = parseTime("since", d.Since); err == nil {
+		f.Until, err = parseTime("until", d.Until)
 	}
-	before := q.Get("before")
-	if err == nil && before != "" && !uuidText.MatchString(before) {
-		err = errBadID
+	// A page starts before an event (newest first) or after one (oldest
+	// first); the other way round from the display's order, it is the
+	// previous page, read backwards.
+	order := q.Get("order")
+	if err == nil && order != "" && order != "newest" && order != "oldest" {
+		err = fmt.Errorf("order %q: newest or oldest", order)
+	}
+	d.Oldest = order == "oldest"
+	from, asc := q.Get("before"), d.Oldest && q.Get("before") == "" // the first page: in the display's order
+	if q.Get("after") != "" {
+		from, asc = q.Get("after"), true
+		if err == nil && q.Get("before") != "" {
+			err = errors.New("before and after: one or the other")
+		}
+	}
+	if err == nil && from != "" && !uuidText.MatchString(from) {
+		err = fmt.Errorf("before or after: %w", errBadID)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	p, err := c.st.EventsPage(r.Context(), f, before, eventsPageSize, c.cfg.Walk)
+	p, err := c.st.EventsPage(r.Context(), f, from, asc, eventsPageSize, c.cfg.Walk)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
+	back := asc != d.Oldest // a previous page
+	if back {
+		slices.Reverse(p.Rows)
+	}
 	d.Events, d.Walked, d.Walk = p.Rows, p.Walked, cmp.Or(c.cfg.Walk, store.EventsWalkDefault)
-	if p.Before != "" {
-		next := url.Values{}
-		for k, v := range q {
-			if k != "before" && k != "lookup" && v[0] != "" {
-				next.Set(k, v[0])
+	n, counted, err := c.st.CountEvents(r.Context(), f, listCountBound)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Count, d.Counted = store.Count{N: n, AtLeast: n >= listCountBound}, counted
+	inOrder := func(oldest bool, set ...string) string {
+		v := url.Values{}
+		for k, vs := range q {
+			if k != "before" && k != "after" && k != "lookup" && k != "order" && vs[0] != "" {
+				v.Set(k, vs[0])
 			}
 		}
-		next.Set("before", p.Before)
-		d.Next = c.cfg.Prefix + "/events?" + next.Encode()
+		if oldest {
+			v.Set("order", "oldest")
+		}
+		for i := 0; i+1 < len(set); i += 2 {
+			v.Set(set[i], set[i+1])
+		}
+		return c.cfg.Prefix + "/events?" + v.Encode()
+	}
+	link := func(set ...string) string { return inOrder(d.Oldest, set...) }
+	nextParam, prevParam := "before", "after"
+	if d.Oldest {
+		nextParam, prevParam = "after", "before"
+	}
+	if from != "" {
+		d.First = link()
+	}
+	d.Flip = inOrder(!d.Oldest)
+	switch {
+	case !back:
+		if p.Before != "" {
+			d.Next = link(nextParam, p.Before)
+		}
+		if from != "" && len(d.Events) > 0 {
+			d.Prev = link(prevParam, d.Events[0].EventID)
+		}
+	default:
+		if len(d.Events) > 0 {
+			d.Next = link(nextParam, d.Events[len(d.Events)-1].EventID)
+		}
+		if p.Before != "" {
+			d.Prev = link(prevParam, p.Before)
+		}
+		d.Walked = false // a previous page's walk: its link searches on
 	}
 	c.render(w, r, "events.html", "Events", d)
 }
 
-// parseTime reads a filter's time: RFC 3339, or "" for none.
-func parseTime(s string) (*time.Time, error) {
+// parseTime reads a filter's time, parameter name: RFC 3339, or "" for
+// none.
+func parseTime(name, s string) (*time.Time, error) {
 	if s == "" {
 		return nil, nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return nil, errors.New("times are RFC 3339: 2026-11-26T10:00:00Z")
+		return nil, fmt.Errorf("%s %q: times are RFC 3339: 2026-11-26T10:00:00Z", name, s)
 	}
 	return &t, nil
 }
+
+// payloadShown is how much of a payload an event's page shows: past it,
+// the page shows the start and links to the whole (a payload of megabytes
+// inline makes the page slow to load and to read).
+const payloadShown = 64 << 10
 
 // eventData is an event's page.
 type eventData struct {
@@ -91,6 +170,8 @@ type eventData struct {
 	ShowPayload bool
 	Payload     string // as text, or base64 when it is not UTF-8
 	Base64      bool
+	Truncated   bool // Payload is its first payloadShown bytes
+	Size        int  // the whole payload's, in bytes
 }
 
 // event shows one event: its status row and what is left of it; the
@@ -110,13 +191,46 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	d := eventData{EventDetail: ev, ShowPayload: r.URL.Query().Get("payload") == "show"}
+	d := eventData{EventDetail: ev, ShowPayload: r.URL.Query().Get("payload") == "show", Size: len(ev.Payload)}
 	if d.ShowPayload {
-		if utf8.Valid(ev.Payload) {
-			d.Payload = string(ev.Payload)
+		b := ev.Payload
+		if len(b) > payloadShown {
+			b, d.Truncated = b[:payloadShown], true
+			for !utf8.Valid(b) && len(b) > payloadShown-utf8.UTFMax && utf8.Valid(ev.Payload) {
+				b = b[:len(b)-1] // cut before a character
+			}
+		}
+		if utf8.Valid(b) {
+			d.Payload = string(b)
 		} else {
-			d.Payload, d.Base64 = base64.StdEncoding.EncodeToString(ev.Payload), true
+			d.Payload, d.Base64 = base64.StdEncoding.EncodeToString(b), true
 		}
 	}
 	c.render(w, r, "event.html", "Event "+id, d)
+}
+
+// payload sends an event's whole payload as a file to download, as
+// stored (the page shows at most payloadShown bytes of it).
+func (c *Console) payload(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !uuidText.MatchString(id) {
+		http.Error(w, errBadID.Error(), http.StatusBadRequest)
+		return
+	}
+	ev, err := c.st.Event(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNoEvent):
+		http.Error(w, "event "+id+": "+err.Error(), http.StatusNotFound)
+		return
+	case err != nil:
+		c.fail(w, r, err)
+		return
+	case !ev.EventKept:
+		http.Error(w, "event "+id+": the event itself is gone", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+strings.ToLower(id)+`.payload"`)
+	w.Header().Set("Content-Length", strconv.Itoa(len(ev.Payload)))
+	_, _ = w.Write(ev.Payload) //nolint:errcheck // the client went away
 }

@@ -11,12 +11,15 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
@@ -39,12 +42,17 @@ type page struct {
 	// Refresh is how often, in seconds, the page refreshes its live parts
 	// (0: never).
 	Refresh int
-	Data    any
+	Now     time.Time // when the page was made
+	// HoldKeys: keys can be held (--failed-key-policy hold): the held keys
+	// are shown.
+	HoldKeys bool
+	Data     any
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
-	p := page{Title: title, Prefix: c.cfg.Prefix, Admin: roleFrom(r.Context()) == roleAdmin,
-		Notice: notice(r.URL.Query()), Data: data}
+	p := page{Title: title, Prefix: c.cfg.Prefix, Admin: roleFrom(r.Context()) == roleAdmin, Now: c.now(),
+		HoldKeys: c.cfg.FailedKeyPolicy == "hold",
+		Notice:   notice(r.URL.Query()), Data: data}
 	if name == "overview.html" {
 		p.Refresh = overviewRefresh
 	}
@@ -95,11 +103,11 @@ func notice(q url.Values) string {
 		return ""
 	}
 	if q.Get("match") == "yes" {
-		return fmt.Sprintf("%s: %d FAILED events matching the filter", did, n)
+		return fmt.Sprintf("%s: %s FAILED events matching the filter", did, thousands(n))
 	}
-	s := fmt.Sprintf("%s: %d events", did, n)
+	s := fmt.Sprintf("%s: %s events", did, thousands(n))
 	if left, err := strconv.ParseInt(q.Get("left"), 10, 64); err == nil && left > 0 {
-		s += fmt.Sprintf("; %d were no longer FAILED and were left as they are", left)
+		s += fmt.Sprintf("; %s were no longer FAILED and were left as they are", thousands(left))
 	}
 	return s
 }
@@ -109,22 +117,24 @@ const overviewRefresh = 5
 
 // overviewData is the overview page's.
 type overviewData struct {
-	Slots        []store.Slot
-	Counts       *store.OverviewCounts
-	Statuses     []string
-	Failed       []store.ReasonCount
-	FailedCapped bool // Failed counts the first FailedBound FAILED rows
-	FailedBound  int
-	Held         []store.HeldKey
-	Relays       []*metrics.RelayState
+	Slots       []store.Slot
+	Counts      *store.OverviewCounts
+	Statuses    []string
+	Failed      []store.ReasonCount // every reason, each counted up to FailedBound
+	FailedBound int
+	Held        []store.HeldKey // the first ones, in topic and key order
+	HeldCount   store.Count
+	Relays      []*metrics.RelayState
 }
 
-// overviewBound is how many FAILED rows the overview's reasons count.
+// overviewBound is how many FAILED rows of each reason the overview
+// counts, and how many FAILED rows a list page counts: past it, a lower
+// bound.
 const overviewBound = 10000
 
 // overview reads only what stays fast on millions of status rows: counts
-// bounded or estimated (store.OverviewCounts), FAILED reasons of a bounded
-// number of rows, slots and held keys from their indexes.
+// bounded or estimated (store.OverviewCounts), every FAILED reason counted
+// up to a bound, slots and held keys from their indexes.
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	d, err := c.overviewData(r.Context())
 	if err != nil {
@@ -135,23 +145,31 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) overviewData(ctx context.Context) (d overviewData, err error) {
-	d = overviewData{Statuses: store.Statuses(), Relays: c.relays(ctx), FailedBound: overviewBound}
-	if d.Slots, err = c.st.Slots(ctx); err != nil {
-		return d, err
+	d = overviewData{Statuses: store.Statuses(), FailedBound: overviewBound}
+	// Its reads are independent, each bounded: all at once, on the pool's
+	// connections, so that the page takes as long as the slowest.
+	reads := []func() error{
+		func() (err error) { d.Relays = c.relays(ctx); return nil },
+		func() (err error) { d.Slots, err = c.st.Slots(ctx); return err },
+		func() (err error) { d.Counts, err = c.st.OverviewCounts(ctx, c.cfg.Bounds); return err },
+		func() (err error) { d.Failed, err = c.st.FailedByReason(ctx, overviewBound); return err },
 	}
-	if d.Counts, err = c.st.OverviewCounts(ctx, c.cfg.Bounds); err != nil {
-		return d, err
+	if c.cfg.FailedKeyPolicy == "hold" { // else no key can be held
+		reads = append(reads,
+			func() (err error) { d.Held, err = c.st.HeldKeysPage(ctx, "", nil, 20, queuedBound); return err },
+			func() error {
+				n, err := c.st.CountHeldKeys(ctx, "", overviewHeldBound)
+				d.HeldCount = store.Count{N: n, AtLeast: n >= overviewHeldBound}
+				return err
+			})
 	}
-	if d.Failed, err = c.st.FailedByReason(ctx, overviewBound); err != nil {
-		return d, err
+	errs := make([]error, len(reads))
+	var wg sync.WaitGroup
+	for i, read := range reads {
+		wg.Go(func() { errs[i] = read() })
 	}
-	var failed int64
-	for _, f := range d.Failed {
-		failed += f.Events
-	}
-	d.FailedCapped = failed >= overviewBound
-	d.Held, err = c.st.HeldKeys(ctx, "", 20)
-	return d, err
+	wg.Wait()
+	return d, errors.Join(errs...)
 }
 
 // relayTimeout bounds how long the overview waits for a relay's metrics.
@@ -173,54 +191,312 @@ func (c *Console) relays(ctx context.Context) []*metrics.RelayState {
 // failedPageSize is how many FAILED events a page lists.
 const failedPageSize = 50
 
+// listCountBound is how many rows a list page counts: past it, the page
+// says "≥" this many. typeWalk is how many FAILED rows the FAILED list
+// reads the event type of, to count those of a type: past it, the count
+// is a lower bound too.
+const (
+	listCountBound = 100000
+	typeWalk       = 10000
+)
+
 // failedData is the failed events page's.
 type failedData struct {
 	Filter store.FailedFilter
+	Since  string // the filter's failure times as typed
+	Until  string
+	Oldest bool // oldest failure first (else newest first)
 	Events []store.Failed
-	Count  store.Count // up to overviewBound
-	Next   string      // the next page's address; "" when this is the last
-	Shown  string      // when the page was made (RFC 3339): "all matching" means as of then
+	Count  store.Count // up to listCountBound
+	Walked bool        // Count is of the newest typeWalk FAILED rows (an event type filter)
+	Walk   int
+	// Prev and Next are the previous and next pages' addresses; "" at
+	// either end. First and Flip are the first page's, in this order and in
+	// the other.
+	Prev, Next, First, Flip string
+	Shown                   string // when the page was made (RFC 3339): "all matching" means as of then
+	Back                    string // this page, for an action to come back to
 }
 
+// failedFilter reads the FAILED list's filter: 400 for a reason the relay
+// never writes.
+func failedFilter(q url.Values) (store.FailedFilter, error) {
+	f := store.FailedFilter{Topic: q.Get("topic"), EventType: q.Get("event_type"), Reason: q.Get("reason")}
+	if f.Reason != "" && !slices.Contains(reasons, f.Reason) {
+		return f, fmt.Errorf("reason %q: not a failure reason (%s)", f.Reason, strings.Join(reasons, ", "))
+	}
+	var err error
+	if f.Since, err = parseTime("since", q.Get("since")); err != nil {
+		return f, err
+	}
+	f.Until, err = parseTime("until", q.Get("until"))
+	return f, err
+}
+
+// reasons are the failure reasons the relay writes.
+var reasons = []string{kafka.ReasonInvalidTopic, kafka.ReasonUnauthorizedOnTopic, kafka.ReasonMessageTooLarge,
+	kafka.ReasonInvalidPartition, kafka.ReasonInvalidEvent, kafka.ReasonTopicNotAllowed, store.ReasonRetriesExhausted}
+
+// failed lists FAILED events a page at a time, newest failure first
+// (order=oldest: oldest first), with the number that match. A page starts
+// after a place in that order (after=), or ends before one (before=: the
+// previous page): a place, not an event, so paging goes on whatever
+// became of the events at either end.
 func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.FailedFilter{Topic: q.Get("topic"), EventType: q.Get("event_type"), Reason: q.Get("reason")}
-	after := q.Get("after")
-	if after != "" && !uuidText.MatchString(after) {
-		http.Error(w, "after: "+errBadID.Error(), http.StatusBadRequest)
-		return
+	f, err := failedFilter(q)
+	var after, before *store.FailedCursor
+	for _, p := range []struct {
+		name string
+		to   **store.FailedCursor
+	}{{"after", &after}, {"before", &before}} {
+		if v := q.Get(p.name); v != "" && err == nil {
+			cur, placed, perr := store.ParseFailedCursor(v)
+			if perr == nil && !placed {
+				perr = store.ErrBadCursor
+			}
+			err = errorsJoinParam(p.name, perr)
+			*p.to = &cur
+		}
 	}
-	events, err := c.st.FailedPage(r.Context(), f, after, failedPageSize+1)
+	order := q.Get("order")
+	if err == nil && order != "" && order != "oldest" && order != "newest" {
+		err = fmt.Errorf("order %q: newest or oldest", order)
+	}
 	if err != nil {
-		c.fail(w, r, err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	n, err := c.st.CountFailed(r.Context(), f, overviewBound)
-	if err != nil {
-		c.fail(w, r, err)
-		return
+	d := failedData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), Oldest: order == "oldest", Walk: typeWalk, Shown: c.now().UTC().Format(time.RFC3339Nano)}
+	ctx := r.Context()
+	newest := !d.Oldest
+	var more, behind bool // a page past this one, a page before it
+	switch {
+	case before != nil: // the previous page: read backwards from its place
+		events, err := c.st.FailedPage(ctx, f, before, !newest, failedPageSize+1)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		behind = len(events) > failedPageSize
+		events = events[:min(len(events), failedPageSize)]
+		slices.Reverse(events)
+		d.Events = events
+		more = true
+	default:
+		events, err := c.st.FailedPage(ctx, f, after, newest, failedPageSize+1)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		more = len(events) > failedPageSize
+		d.Events = events[:min(len(events), failedPageSize)]
+		behind = after != nil
 	}
-	d := failedData{Filter: f, Events: events, Count: store.Count{N: n, AtLeast: n >= overviewBound}, Shown: c.now().UTC().Format(time.RFC3339Nano)}
-	if len(events) > failedPageSize {
-		d.Events = events[:failedPageSize]
-		next := url.Values{"after": {d.Events[failedPageSize-1].EventID}}
-		for k, v := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason} {
-			if v != "" {
-				next.Set(k, v)
+	if len(d.Events) > 0 { // is there anything either side, really?
+		for _, side := range []struct {
+			is   *bool
+			from store.FailedCursor
+			way  bool
+		}{{&behind, d.Events[0].Cursor(), !newest}, {&more, d.Events[len(d.Events)-1].Cursor(), newest}} {
+			if *side.is {
+				one, err := c.st.FailedPage(ctx, f, &side.from, side.way, 1)
+				if err != nil {
+					c.fail(w, r, err)
+					return
+				}
+				*side.is = len(one) > 0
 			}
 		}
-		d.Next = c.cfg.Prefix + "/failed?" + next.Encode()
 	}
+	n, walked, err := c.st.CountFailed(ctx, f, listCountBound, typeWalk)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked}, walked
+	link := func(order string, set ...string) string {
+		v := url.Values{}
+		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason, "order": order,
+			"since": q.Get("since"), "until": q.Get("until")} {
+			if s != "" {
+				v.Set(k, s)
+			}
+		}
+		for i := 0; i+1 < len(set); i += 2 {
+			v.Set(set[i], set[i+1])
+		}
+		if len(v) == 0 {
+			return c.cfg.Prefix + "/failed"
+		}
+		return c.cfg.Prefix + "/failed?" + v.Encode()
+	}
+	thisOrder, otherOrder := "", "oldest"
+	if d.Oldest {
+		thisOrder, otherOrder = "oldest", ""
+	}
+	d.First, d.Flip = link(thisOrder), link(otherOrder)
+	if more {
+		d.Next = link(thisOrder, "after", d.Events[len(d.Events)-1].Cursor().String())
+	}
+	if behind {
+		d.Prev = link(thisOrder, "before", d.Events[0].Cursor().String())
+	}
+	d.Back = backOf(r)
 	c.render(w, r, "failed.html", "FAILED events", d)
 }
 
+// errorsJoinParam names the parameter an error is about (nil: nil).
+func errorsJoinParam(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// backOf is the page r asked for, without the notice of an action, for an
+// action to come back to.
+func backOf(r *http.Request) string {
+	q := r.URL.Query()
+	for _, k := range []string{"did", "n", "left", "match", "warn"} {
+		q.Del(k)
+	}
+	if len(q) == 0 {
+		return r.URL.Path
+	}
+	return r.URL.Path + "?" + q.Encode()
+}
+
+// Held keys: a page lists heldPageSize, and counts up to heldCountBound
+// (the overview up to overviewHeldBound): past it, a lower bound.
+const (
+	heldPageSize      = 50
+	heldCountBound    = 10000
+	overviewHeldBound = 1000
+	queuedBound       = 10000
+)
+
+// heldData is the held keys page's.
+type heldData struct {
+	Topic string
+	Keys  []store.HeldKey
+	Count store.Count
+	// Next is the next page's address ("" on the last); First the first
+	// page's when this is not it.
+	Next, First string
+}
+
+// held lists the held keys a page at a time, in topic and key order, with
+// how many there are.
 func (c *Console) held(w http.ResponseWriter, r *http.Request) {
-	held, err := c.st.HeldKeys(r.Context(), r.URL.Query().Get("topic"), 500)
+	q := r.URL.Query()
+	d := heldData{Topic: q.Get("topic")}
+	var after *store.HeldCursor
+	if q.Has("after_topic") {
+		after = &store.HeldCursor{Topic: q.Get("after_topic"), Key: q.Get("after_key")}
+	}
+	keys, err := c.st.HeldKeysPage(r.Context(), d.Topic, after, heldPageSize+1, queuedBound)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, "held.html", "Held keys", held)
+	n, err := c.st.CountHeldKeys(r.Context(), d.Topic, heldCountBound)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Count = store.Count{N: n, AtLeast: n >= heldCountBound}
+	d.Keys = keys[:min(len(keys), heldPageSize)]
+	link := url.Values{}
+	if d.Topic != "" {
+		link.Set("topic", d.Topic)
+	}
+	if after != nil {
+		d.First = c.cfg.Prefix + "/held?" + link.Encode()
+	}
+	if len(keys) > heldPageSize {
+		last := d.Keys[len(d.Keys)-1]
+		link.Set("after_topic", last.Topic)
+		link.Set("after_key", last.Key)
+		d.Next = c.cfg.Prefix + "/held?" + link.Encode()
+	}
+	c.render(w, r, "held.html", "Held keys", d)
+}
+
+// topicsData is the topics page's.
+type topicsData struct {
+	Statuses []string
+	Topics   []topicRow
+	Bound    int // PENDING rows read a topic for its oldest
+}
+
+// topicRow is a topic's line: its counts (as the overview's) and details.
+type topicRow struct {
+	store.TopicCounts
+	store.TopicDetail
+	PendingAtLeast bool // the oldest PENDING is of the first Bound read
+}
+
+// topics shows each topic with rows: counts by status (as the overview
+// counts them), its newest failure, its oldest PENDING event.
+func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
+	counts, err := c.st.OverviewCounts(r.Context(), c.cfg.Bounds)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d := topicsData{Statuses: store.Statuses(), Bound: overviewBound}
+	var names []string
+	for _, t := range counts.Topics {
+		names = append(names, t.Topic)
+	}
+	details, err := c.st.TopicDetails(r.Context(), names, overviewBound)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	byTopic := map[string]store.TopicDetail{}
+	for _, x := range details {
+		byTopic[x.Topic] = x
+	}
+	for _, t := range counts.Topics {
+		x := byTopic[t.Topic]
+		d.Topics = append(d.Topics, topicRow{TopicCounts: t, TopicDetail: x, PendingAtLeast: x.PendingRead >= int64(overviewBound)})
+	}
+	c.render(w, r, "topics.html", "Topics", d)
+}
+
+// keyShown is how many of a key's unfinished events its page lists.
+const keyShown = 200
+
+// keyData is a key's page.
+type keyData struct {
+	Topic, Key string
+	Queue      []store.EventRow // its unfinished events in delivery order
+	More       bool             // more than keyShown
+	Held       bool             // the first one holds the others
+	Events     string           // the address of all its events, newest first
+}
+
+// key shows a key: its unfinished events in the order the relay delivers
+// them, the first one (when FAILED or waiting for a retry, under hold) the
+// one that blocks the others; and a link to all its events.
+func (c *Console) key(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := keyData{Topic: q.Get("topic"), Key: q.Get("key")}
+	if d.Topic == "" || d.Key == "" {
+		http.Error(w, "topic and key: both are needed", http.StatusBadRequest)
+		return
+	}
+	queue, err := c.st.KeyQueue(r.Context(), d.Topic, d.Key, keyShown+1)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Queue, d.More = queue[:min(len(queue), keyShown)], len(queue) > keyShown
+	d.Held = c.cfg.FailedKeyPolicy == "hold" && len(d.Queue) > 0 && (d.Queue[0].Status == "FAILED" || d.Queue[0].Attempts > 0)
+	d.Events = c.cfg.Prefix + "/events?" + url.Values{"key": {d.Key}, "topic": {d.Topic}}.Encode()
+	c.render(w, r, "key.html", "Key "+d.Key, d)
 }
 
 // actionsShown is how many actions the actions page lists.
@@ -241,17 +517,22 @@ var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 // action is resend or skip, on one event, the selected ones, or every
 // FAILED event that matches a filter (as the page that asked showed it).
 type action struct {
-	Name    string // resend or skip
-	IDs     []string
-	Match   *store.FailedFilter // every matching FAILED event; nil: IDs
-	Count   int64               // how many rows it will change, at most
-	AtLeast bool                // Count is the bound: more will change
-	Confirm url.Values          // the form that confirms it
+	Name  string // resend or skip
+	IDs   []string
+	Match *store.FailedFilter // every matching FAILED event; nil: IDs
+	Count int64               // how many rows it would change now, counted when asked
+	Words string              // what it acts on, in words
+	// Invalid is how many of them failed with INVALID_EVENT (a resend's):
+	// the event itself was refused, so a resend fails again unless the
+	// event or the relay's configuration changed since.
+	Invalid int64
+	Back    string     // the page it came from (prefix-less), to go back to
+	Confirm url.Values // the form that confirms it
 }
 
-// act shows the confirmation of an action (how many rows it will change)
-// or, confirmed, does it. Only rows still FAILED change: a stale page
-// changes nothing else.
+// act shows the confirmation of an action (what it acts on, and how many
+// rows it would change, counted then) or, confirmed, does it. Only rows
+// still FAILED and matching change: a stale page changes nothing else.
 func (c *Console) act(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, err := c.parseAction(r, name)
@@ -261,11 +542,16 @@ func (c *Console) act(name string) http.HandlerFunc {
 		}
 		if r.PostFormValue("confirm") != "yes" {
 			if a.Match != nil {
-				if a.Count, err = c.st.CountFailed(r.Context(), *a.Match, overviewBound); err != nil {
-					c.fail(w, r, err)
-					return
-				}
-				a.AtLeast = a.Count >= overviewBound
+				a.Count, _, err = c.st.CountFailed(r.Context(), *a.Match, 0, 0)
+			} else {
+				a.Count, err = c.st.CountFailedIDs(r.Context(), a.IDs, "")
+			}
+			if err == nil && name == "resend" {
+				a.Invalid, err = c.invalidAmong(r.Context(), a)
+			}
+			if err != nil {
+				c.fail(w, r, err)
+				return
 			}
 			c.render(w, r, "confirm.html", "Confirm: "+name, a)
 			return
@@ -275,30 +561,64 @@ func (c *Console) act(name string) http.HandlerFunc {
 			showError(w, errorID)
 			return
 		}
-		c.back(w, r, d)
+		c.back(w, r, d, a.Back)
 	}
 }
 
+// invalidAmong counts the rows of a resend that failed with INVALID_EVENT.
+func (c *Console) invalidAmong(ctx context.Context, a *action) (int64, error) {
+	if a.Match == nil {
+		return c.st.CountFailedIDs(ctx, a.IDs, kafka.ReasonInvalidEvent)
+	}
+	if a.Match.Reason != "" && a.Match.Reason != kafka.ReasonInvalidEvent {
+		return 0, nil
+	}
+	f := *a.Match
+	f.Reason = kafka.ReasonInvalidEvent
+	n, _, err := c.st.CountFailed(ctx, f, 0, 0)
+	return n, err
+}
+
+// backTo is where an action goes back to: the console's page back names
+// (the FAILED list with its filter, or an event's page), else the FAILED
+// list.
+func backTo(back string) string {
+	u, err := url.Parse(back)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Fragment != "" ||
+		!(u.Path == "/failed" || strings.HasPrefix(u.Path, "/events/") && uuidText.MatchString(strings.TrimPrefix(u.Path, "/events/"))) {
+		return "/failed"
+	}
+	return u.Path + "?" + u.Query().Encode()
+}
+
 // parseAction reads an action's form: ids (one "id", or "sel" checked),
-// or match=yes with the filter and the time the page was shown.
+// or match=yes with the filter and the time the page was shown; and the
+// page to go back to.
 func (c *Console) parseAction(r *http.Request, name string) (*action, error) {
 	if err := r.ParseForm(); err != nil {
 		return nil, err
 	}
-	a := &action{Name: name, Confirm: url.Values{"confirm": {"yes"}}}
+	a := &action{Name: name, Back: backTo(r.PostForm.Get("back")), Confirm: url.Values{"confirm": {"yes"}}}
+	a.Confirm.Set("back", a.Back)
 	if r.PostForm.Get("match") == "yes" {
-		f := store.FailedFilter{Topic: r.PostForm.Get("topic"), EventType: r.PostForm.Get("event_type"), Reason: r.PostForm.Get("reason")}
+		f, err := failedFilter(r.PostForm)
+		if err != nil {
+			return nil, err
+		}
 		if shown := r.PostForm.Get("shown"); shown != "" {
 			at, err := time.Parse(time.RFC3339Nano, shown)
 			if err != nil {
 				return nil, fmt.Errorf("shown: %w", err)
 			}
-			f.Until = &at // rows that failed after the page was shown are not what it showed
+			if f.Until == nil || at.Before(*f.Until) {
+				f.Until = &at // rows that failed after the page was shown are not what it showed
+			}
 		}
 		a.Match = &f
-		for _, k := range []string{"match", "topic", "event_type", "reason", "shown"} {
+		for _, k := range []string{"match", "topic", "event_type", "reason", "since", "until", "shown"} {
 			a.Confirm.Set(k, r.PostForm.Get(k))
 		}
+		a.Words = filterWords(f)
 		return a, nil
 	}
 	a.IDs = r.PostForm["sel"]
@@ -314,8 +634,35 @@ func (c *Console) parseAction(r *http.Request, name string) (*action, error) {
 		}
 		a.Confirm.Add("sel", id)
 	}
-	a.Count = int64(len(a.IDs))
+	a.Words = "the FAILED event " + a.IDs[0]
+	if len(a.IDs) > 1 {
+		a.Words = "the " + thousands(int64(len(a.IDs))) + " selected events that are still FAILED"
+	}
 	return a, nil
+}
+
+// filterWords says in words which FAILED events f selects.
+func filterWords(f store.FailedFilter) string {
+	w := "every FAILED event"
+	if f.Topic != "" {
+		w += " of topic " + strconv.Quote(f.Topic)
+	}
+	if f.EventType != "" {
+		w += " of event type " + strconv.Quote(f.EventType)
+	}
+	if f.Reason != "" {
+		w += " that failed with reason " + f.Reason
+	}
+	if f.Since != nil {
+		w += " that failed at or after " + f.Since.UTC().Format("2006-01-02 15:04:05.000") + " UTC"
+	}
+	if f.Until != nil {
+		w += " and failed before " + f.Until.UTC().Format("2006-01-02 15:04:05.000") + " UTC (at the latest when the list was shown)"
+	}
+	if f.Topic == "" && f.EventType == "" && f.Reason == "" {
+		w += ", of every topic, type and reason"
+	}
+	return w
 }
 
 // done is what an action changed.
@@ -398,6 +745,9 @@ func (a *action) filter() []byte {
 				m[k] = s
 			}
 		}
+		if f.Since != nil {
+			m["since"] = f.Since.UTC().Format(time.RFC3339Nano)
+		}
 		if f.Until != nil {
 			m["until"] = f.Until.UTC().Format(time.RFC3339Nano)
 		}
@@ -419,15 +769,19 @@ func (c *Console) tokenRole(r *http.Request) string {
 	return "read"
 }
 
-// back sends the browser to the failed events page with what the action
-// did (POST, then redirect, then GET: a reload does not repeat the action).
-func (c *Console) back(w http.ResponseWriter, r *http.Request, d done) {
-	q := url.Values{"did": {d.Name}, "n": {strconv.FormatInt(d.Rows, 10)}}
+// back sends the browser back to the page the action came from with what
+// it did (POST, then redirect, then GET: a reload does not repeat the
+// action).
+func (c *Console) back(w http.ResponseWriter, r *http.Request, d done, to string) {
+	u, _ := url.Parse(to) //nolint:errcheck // backTo made it
+	q := u.Query()
+	q.Set("did", d.Name)
+	q.Set("n", strconv.FormatInt(d.Rows, 10))
 	if d.Match {
 		q.Set("match", "yes")
 	}
 	if d.Left > 0 {
 		q.Set("left", strconv.Itoa(d.Left))
 	}
-	http.Redirect(w, r, c.cfg.Prefix+"/failed?"+q.Encode(), http.StatusSeeOther)
+	http.Redirect(w, r, c.cfg.Prefix+u.Path+"?"+q.Encode(), http.StatusSeeOther)
 }

@@ -345,13 +345,13 @@ func TestConsole_ADatabaseErrorShowsAnIDAndLogsTheDetails(t *testing.T) {
 	t.Parallel()
 	log, logs := observed()
 	// A database without the outbox schema: every read fails.
-	c, err := console.New(store.New(pgtest.Pool(t, pgtest.NewDB(t))), console.Config{Logger: log})
+	c, err := console.New(store.New(pgtest.Pool(t, pgtest.NewDB(t))), console.Config{Logger: log, FailedKeyPolicy: "hold"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
-	for _, path := range []string{"/", "/failed", "/events", "/held", "/actions"} {
+	for _, path := range []string{"/", "/failed", "/events", "/held", "/actions", "/topics", "/keys?topic=a&key=b"} {
 		resp, body := request(t, srv, http.MethodGet, path, "", "", nil)
 		m := regexp.MustCompile(`error id ([0-9a-f]{16})`).FindStringSubmatch(body)
 		if resp.StatusCode != http.StatusServiceUnavailable || m == nil || strings.Contains(body, "does not exist") ||

@@ -226,7 +226,7 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 
 	// Every console page and action, as its admin.
 	addr := fmt.Sprintf("127.0.0.1:%d", pgtest.FreePort(t))
-	console := start(t, "outbox-relay", []string{"console", "--listen", addr, "--admin-token", "admin-token-0123456789"}, "OUTBOX_DATABASE_URL="+op)
+	console := start(t, "outbox-relay", []string{"console", "--listen", addr, "--admin-token", "admin-token-0123456789", "--failed-key-policy", "hold"}, "OUTBOX_DATABASE_URL="+op)
 	procs = append(procs, console)
 	consoleDo := func(method, path string, form url.Values) {
 		t.Helper()
@@ -256,8 +256,10 @@ func TestSearchPath_FunctionsAWriterPlantsInPublicAreNeverCalled(t *testing.T) {
 	if err := safe.QueryRow(ctx, `SELECT outbox.event_id('public.outboxevent', $1)::text`, mappedFailing).Scan(&mappedID); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/", "/failed", "/failed?topic=forbidden&reason=x", "/held", "/held?topic=forbidden",
-		"/events", "/events?status=SENT&topic=orders&key=a&event_type=x&reason=x", "/events?lookup=a",
+	for _, path := range []string{"/", "/failed", "/failed?topic=forbidden&reason=INVALID_TOPIC", "/failed?order=oldest&event_type=x",
+		"/held", "/held?topic=forbidden", "/topics", "/keys?topic=orders&key=a", "/actions",
+		"/events", "/events?status=SENT&topic=orders&key=a&event_type=x&reason=INVALID_TOPIC", "/events?lookup=a",
+		"/events/" + live + "/payload",
 		"/events?status=FAILED&since=2000-01-01T00:00:00Z&until=2100-01-01T00:00:00Z", "/events/" + live,
 		"/events/" + live + "?payload=show", "/events/" + mappedID + "?payload=show", "/static/console.js"} {
 		consoleDo(http.MethodGet, path, nil)

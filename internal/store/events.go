@@ -6,6 +6,7 @@ import (
 	_ "embed" // the statements
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,7 +23,24 @@ var (
 	eventsKeyWalkEndSQL string
 	//go:embed sql/event.sql
 	eventSQL string
+	//go:embed sql/events_count.sql
+	eventsCountSQL string
 )
+
+// CountEvents counts the status rows f selects, up to bound, when f is a
+// status other than SENT, or a reason, and nothing else (each from its
+// index); ok is false for any other filter, which it does not count
+// (reading each row's event, or most of the table).
+func (s *Store) CountEvents(ctx context.Context, f EventFilter, bound int) (n int64, ok bool, err error) {
+	if f.Topic != "" || f.Key != "" || f.EventType != "" || f.Since != nil || f.Until != nil ||
+		(f.Reason == "" && (f.Status == "" || f.Status == "SENT")) {
+		return 0, false, nil
+	}
+	if err := s.db.QueryRow(ctx, eventsCountSQL, pgx.QueryExecModeExec, nullable(f.Status), nullable(f.Reason), bound).Scan(&n); err != nil {
+		return 0, false, fmt.Errorf("counting events: %w", err)
+	}
+	return n, true, nil
+}
 
 // EventFilter selects status rows for the console; zero fields match
 // anything.
@@ -43,8 +61,8 @@ type EventRow struct {
 // EventsPage is a page of the console's event list.
 type EventsPage struct {
 	Rows []EventRow
-	// Before is where the next page starts (its before), "" when the walk
-	// reached the oldest row.
+	// Before is where the next page starts (its before; its after, oldest
+	// first), "" when the walk reached the last row.
 	Before string
 	// Walked says the page holds fewer rows than asked because it read as
 	// many rows as it may (walk) without finding them: the next page goes
@@ -57,16 +75,44 @@ type EventsPage struct {
 // few rows match pages through a big table in bounded steps.
 const EventsWalkDefault = 20000
 
+// The event list's statements oldest first: the same, after $1 instead
+// of before it, in ascending order.
+var (
+	eventsPageOldestSQL       = oldestFirst(eventsPageSQL, 3)
+	eventsWalkEndOldestSQL    = oldestFirst(eventsWalkEndSQL, 2)
+	eventsPageKeyOldestSQL    = oldestFirst(eventsPageKeySQL, 6)
+	eventsKeyWalkEndOldestSQL = oldestFirst(eventsKeyWalkEndSQL, 5)
+)
+
+// oldestFirst turns a statement of the event list, which reads newest
+// first before event $1, into one that reads oldest first after it; n is
+// how many places change (a statement changed without this is refused at
+// start).
+func oldestFirst(sql string, n int) string {
+	if strings.Count(sql, " < $1)")+strings.Count(sql, " DESC") != n {
+		panic("store: an event list statement no longer reads as oldestFirst expects")
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(sql, " < $1)", " > $1)"), " DESC", " ASC")
+}
+
 // EventsPage lists up to limit status rows matching f, newest event id
-// first, before the event with id before ("" for the first page), reading
-// at most walk rows (EventsWalkDefault when 0) to find them. A key filter
-// walks the key's events (their key index); the others walk the status
-// rows, by status or reason from their indexes.
-func (s *Store) EventsPage(ctx context.Context, f EventFilter, before string, limit, walk int) (*EventsPage, error) {
+// first, before the event with id from ("" for the first page); oldest
+// first after it when oldest. It reads at most walk rows
+// (EventsWalkDefault when 0) to find them. A key filter walks the key's
+// events (their key index); the others walk the status rows, by status or
+// reason from their indexes.
+func (s *Store) EventsPage(ctx context.Context, f EventFilter, from string, oldest bool, limit, walk int) (*EventsPage, error) {
 	walk = cmp.Or(walk, EventsWalkDefault)
-	pageSQL := eventsPageSQL
+	before := from
+	pageSQL, keyEndSQL, endSQL := eventsPageSQL, eventsKeyWalkEndSQL, eventsWalkEndSQL
 	if f.Key != "" {
 		pageSQL = eventsPageKeySQL
+	}
+	if oldest {
+		pageSQL, keyEndSQL, endSQL = eventsPageOldestSQL, eventsKeyWalkEndOldestSQL, eventsWalkEndOldestSQL
+		if f.Key != "" {
+			pageSQL = eventsPageKeyOldestSQL
+		}
 	}
 	// QueryExecModeExec: planned for these values, so that a NULL filter
 	// drops out and the right index is used.
@@ -88,9 +134,9 @@ func (s *Store) EventsPage(ctx context.Context, f EventFilter, before string, li
 	}
 	var end string
 	if f.Key != "" {
-		err = s.db.QueryRow(ctx, eventsKeyWalkEndSQL, pgx.QueryExecModeExec, nullable(before), f.Key, walk).Scan(&end)
+		err = s.db.QueryRow(ctx, keyEndSQL, pgx.QueryExecModeExec, nullable(before), f.Key, walk).Scan(&end)
 	} else {
-		err = s.db.QueryRow(ctx, eventsWalkEndSQL, pgx.QueryExecModeExec, nullable(before), nullable(f.Status),
+		err = s.db.QueryRow(ctx, endSQL, pgx.QueryExecModeExec, nullable(before), nullable(f.Status),
 			nullable(f.Reason), walk).Scan(&end)
 	}
 	switch {

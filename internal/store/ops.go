@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	_ "embed" // the statements
+	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +15,12 @@ import (
 var (
 	//go:embed sql/failed_page.sql
 	failedPageSQL string
+	//go:embed sql/failed_page_newest.sql
+	failedPageNewestSQL string
 	//go:embed sql/failed_count.sql
 	failedCountSQL string
+	//go:embed sql/failed_count_type.sql
+	failedCountTypeSQL string
 	//go:embed sql/resend_if_failed.sql
 	resendIfFailedSQL string
 )
@@ -55,25 +62,110 @@ type Failed struct {
 	DeadLetterError string `json:"dead_letter_error,omitempty"`
 }
 
-// FailedPage lists up to limit FAILED events matching f, oldest failure
-// first, after the event with id after ("" for the first page).
-func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after string, limit int) ([]Failed, error) {
+// FailedCursor is a place in the order of FAILED events (failed_at, then
+// event id): a page goes on from it whatever became of the event there.
+type FailedCursor struct {
+	At time.Time
+	ID string
+}
+
+// String is the cursor as ParseFailedCursor reads it: its time (RFC 3339,
+// UTC, nanoseconds), a comma, its event id.
+func (c FailedCursor) String() string {
+	return c.At.UTC().Format(time.RFC3339Nano) + "," + c.ID
+}
+
+// ErrBadCursor is a cursor that is neither "time,event id" nor an event id.
+var ErrBadCursor = errors.New("not a page cursor: an event id, or a time (RFC 3339) and an event id after a comma")
+
+// ParseFailedCursor reads a FailedCursor's String. An event id alone is a
+// cursor too (the CLI's --after of earlier releases): ok is false, and
+// FailedCursorOf finds its place.
+func ParseFailedCursor(s string) (c FailedCursor, ok bool, err error) {
+	at, id, found := strings.Cut(s, ",")
+	if !found {
+		if !uuidText.MatchString(s) {
+			return c, false, ErrBadCursor
+		}
+		return FailedCursor{ID: s}, false, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil || !uuidText.MatchString(id) {
+		return c, false, ErrBadCursor
+	}
+	return FailedCursor{At: t, ID: strings.ToLower(id)}, true, nil
+}
+
+var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// FailedCursorOf is the place of event id in the order of FAILED events:
+// its status row's last change, whatever its status now (ErrNoEvent when
+// it has none).
+func (s *Store) FailedCursorOf(ctx context.Context, id string) (FailedCursor, error) {
+	c := FailedCursor{ID: id}
+	err := s.db.QueryRow(ctx, `SELECT updated_at FROM outbox.deliveries WHERE event_id = $1::uuid`, id).Scan(&c.At)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, ErrNoEvent
+	}
+	if err != nil {
+		return c, fmt.Errorf("finding event %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// FailedPage lists up to limit FAILED events matching f after cursor (nil:
+// from the first), oldest failure first, or newest first when newest.
+func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after *FailedCursor, newest bool, limit int) ([]Failed, error) {
+	sql, at, id := failedPageSQL, (*time.Time)(nil), (*string)(nil)
+	if newest {
+		sql = failedPageNewestSQL
+	}
+	if after != nil {
+		at, id = &after.At, &after.ID
+	}
 	return collect(ctx, s.db, "listing failed events", func(r pgx.CollectableRow) (Failed, error) {
 		var x Failed
 		err := r.Scan(&x.EventID, &x.Topic, &x.Key, &x.EventType, &x.Reason, &x.LastError, &x.Attempts, &x.FailedAt,
 			&x.DeadLetter, &x.DeadLetterError)
 		return x, err
-	}, failedPageSQL, append(f.args(), nullable(after), limit)...)
+	}, sql, append(append([]any{pgx.QueryExecModeExec}, f.args()...), at, id, limit)...)
 }
 
+// Cursor is the place of x in the order of FAILED events.
+func (x Failed) Cursor() FailedCursor { return FailedCursor{At: x.FailedAt, ID: x.EventID} }
+
 // CountFailed counts the FAILED events matching f, up to limit (0: all).
-func (s *Store) CountFailed(ctx context.Context, f FailedFilter, limit int) (int64, error) {
-	var n int64
-	var bound *int
-	if limit > 0 {
-		bound = &limit
+// With an event type (read from each event, not from the status row), it
+// counts among the newest walk FAILED rows matching the rest of f (0:
+// all): walked says it stopped there, so older ones may match too.
+func (s *Store) CountFailed(ctx context.Context, f FailedFilter, limit, walk int) (n int64, walked bool, err error) {
+	bound := func(n int) *int {
+		if n > 0 {
+			return &n
+		}
+		return nil
 	}
-	if err := s.db.QueryRow(ctx, failedCountSQL, append(f.args(), bound)...).Scan(&n); err != nil {
+	if f.EventType == "" {
+		if err := s.db.QueryRow(ctx, failedCountSQL, pgx.QueryExecModeExec, nullable(f.Topic), nullable(f.Reason), f.Since, f.Until,
+			bound(limit)).Scan(&n); err != nil {
+			return 0, false, fmt.Errorf("counting failed events: %w", err)
+		}
+		return n, false, nil
+	}
+	var rows int64
+	if err := s.db.QueryRow(ctx, failedCountTypeSQL, append(append([]any{pgx.QueryExecModeExec}, f.args()...), bound(walk))...).
+		Scan(&n, &rows); err != nil {
+		return 0, false, fmt.Errorf("counting failed events: %w", err)
+	}
+	return n, walk > 0 && rows >= int64(walk), nil
+}
+
+// CountFailedIDs counts the events of ids that are FAILED (for reason;
+// "": any).
+func (s *Store) CountFailedIDs(ctx context.Context, ids []string, reason string) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM outbox.deliveries WHERE event_id = ANY($1::uuid[]) AND status = 'FAILED'
+		AND ($2::text IS NULL OR failure_reason = $2)`, ids, nullable(reason)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting failed events: %w", err)
 	}
 	return n, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed" // the statements
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -18,15 +19,47 @@ var (
 	overviewOutstandingSQL string
 	//go:embed sql/overview_sample.sql
 	overviewSampleSQL string
+	//go:embed sql/topic_details.sql
+	topicDetailsSQL string
 )
+
+// TopicDetail is what the console's topics page shows of a topic besides
+// its counts.
+type TopicDetail struct {
+	Topic string
+	// LastReason, LastError and LastFailed are its newest FAILED event's
+	// (LastFailed nil: none is FAILED).
+	LastReason, LastError string
+	LastFailed            *time.Time
+	// OldestPending is the oldest created_at among PendingRead of its
+	// PENDING rows (nil: none); when PendingRead reached the bound, older
+	// ones may be unread.
+	OldestPending *time.Time
+	PendingRead   int64
+}
+
+// TopicDetails reads each topic's newest failure and oldest PENDING
+// event, reading at most pendingBound PENDING rows a topic.
+func (s *Store) TopicDetails(ctx context.Context, topics []string, pendingBound int) ([]TopicDetail, error) {
+	return collect(ctx, s.db, "reading the topics", func(r pgx.CollectableRow) (TopicDetail, error) {
+		var x TopicDetail
+		err := r.Scan(&x.Topic, &x.LastReason, &x.LastError, &x.LastFailed, &x.OldestPending, &x.PendingRead)
+		return x, err
+	}, topicDetailsSQL, pgx.QueryExecModeExec, topics, pendingBound)
+}
 
 // Count is a number of status rows, counted or estimated.
 type Count struct {
 	N int64
-	// Estimated: from a sample of the table, scaled to its size.
+	// Estimated: N is from a sample of the table, scaled to its size, give
+	// or take Err (two standard errors).
 	Estimated bool
-	// AtLeast: counted up to a bound the rows passed.
+	Err       int64
+	// AtLeast: N rows were counted, up to a bound the rows reached: there
+	// are N or more. Approx, when not 0, is an estimate of how many (give
+	// or take Err).
 	AtLeast bool
+	Approx  int64
 }
 
 // TopicCounts are a table's and topic's status rows by status.
@@ -41,24 +74,25 @@ type OverviewCounts struct {
 	// Rows is how many status rows outbox.deliveries holds, from the
 	// statistics.
 	Rows int64
-	// Totals and Topics: PENDING, PROCESSING and FAILED counted exactly up
-	// to the bound per status (beyond it, estimated); SENT and SKIPPED
-	// counted exactly while the table is small, else estimated.
+	// Totals and Topics: PENDING, PROCESSING, FAILED and SKIPPED counted
+	// exactly up to Bounds.Outstanding per status and topic (past it: a
+	// lower bound, with an estimate); SENT counted exactly while the table
+	// is small, else estimated from a sample.
 	Totals map[string]Count
 	Topics []TopicCounts
 	// OldestPending is the age of the oldest PENDING event.
 	OldestPending time.Duration
 	// Bounds are the bounds counted within.
 	Bounds OverviewBounds
-	// Sampled: the table holds more rows than Bounds.Sample; SENT and
-	// SKIPPED are estimated from a sample.
+	// Sampled: the table holds more rows than Bounds.Sample; SENT is
+	// estimated from a sample.
 	Sampled bool
 }
 
 // OverviewBounds bound OverviewCounts's reads.
 type OverviewBounds struct {
-	// Outstanding is how many PENDING, PROCESSING and FAILED rows are
-	// counted exactly, per status.
+	// Outstanding is how many rows of each status but SENT are counted
+	// exactly, per topic.
 	Outstanding int
 	// Sample is about how many status rows the estimates read; a table
 	// that holds no more is counted whole.
@@ -93,33 +127,42 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 		percent = 100 * float64(b.Sample) / float64(o.Rows)
 	}
 	o.Sampled = !whole
-	sampled, err := s.groupCounts(ctx, overviewSampleSQL, pgx.QueryExecModeExec, percent)
-	if err != nil {
-		return nil, err
+	// The sample and the counts at once (on two of the pool's connections;
+	// one after the other in a transaction).
+	var sampled, outstanding []TopicStatus
+	var sampleErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sampled, sampleErr = s.groupCounts(ctx, overviewSampleSQL, pgx.QueryExecModeExec, percent)
+	}()
+	if s.inTx {
+		<-done
 	}
 	outstanding, err := s.groupCounts(ctx, overviewOutstandingSQL, pgx.QueryExecModeExec, b.Outstanding)
-	if err != nil {
+	<-done
+	if err = cmp.Or(sampleErr, err); err != nil {
 		return nil, err
 	}
 	var inSample int64
 	for _, g := range sampled {
 		inSample += g.Events
 	}
-	scale := func(n int64) int64 {
+	// estimate scales a count of the sample to the table, with two
+	// standard errors of a proportion of inSample rows.
+	estimate := func(k int64) (n, e int64) {
 		if whole || inSample == 0 {
-			return n
+			return k, 0
 		}
-		return int64(float64(n) * float64(o.Rows) / float64(inSample))
+		p := float64(k) / float64(inSample)
+		return int64(p * float64(o.Rows)), int64(math.Ceil(2 * float64(o.Rows) * math.Sqrt(p*(1-p)/float64(inSample))))
 	}
-	// Outstanding statuses: counted, unless a status passed the bound;
-	// then the sample says about how far.
-	sums, capped, past := map[string]int64{}, map[string]bool{}, map[string]int64{}
+	// Counted statuses: a (status, topic) that reached the bound is a
+	// lower bound, and so is its status's total.
+	type group struct{ status, topic string }
+	perGroup := map[group]int64{}
 	for _, g := range outstanding {
-		sums[g.Status] += g.Events
-	}
-	for st, n := range sums {
-		capped[st] = n >= int64(b.Outstanding)
-		o.Totals[st] = Count{N: n, AtLeast: capped[st]}
+		perGroup[group{g.Status, g.Topic}] += g.Events
 	}
 	topics := map[[2]string]map[string]Count{}
 	put := func(g TopicStatus, c Count) {
@@ -130,19 +173,28 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 		topics[k][g.Status] = c
 	}
 	for _, g := range outstanding {
-		put(g, Count{N: g.Events, AtLeast: capped[g.Status]})
+		capped := perGroup[group{g.Status, g.Topic}] >= int64(b.Outstanding)
+		put(g, Count{N: g.Events, AtLeast: capped})
+		t := o.Totals[g.Status]
+		o.Totals[g.Status] = Count{N: t.N + g.Events, AtLeast: t.AtLeast || capped}
 	}
+	inSampleBy := map[string]int64{}
 	for _, g := range sampled {
-		if isOutstanding(g.Status) {
-			past[g.Status] += scale(g.Events)
+		inSampleBy[g.Status] += g.Events
+		if g.Status != "SENT" {
 			continue
 		}
-		put(g, Count{N: scale(g.Events), Estimated: !whole})
-		o.Totals[g.Status] = Count{N: o.Totals[g.Status].N + scale(g.Events), Estimated: !whole}
+		n, e := estimate(g.Events)
+		put(g, Count{N: n, Estimated: !whole, Err: e})
 	}
-	for st := range capped {
-		if capped[st] && past[st] > o.Totals[st].N {
-			o.Totals[st] = Count{N: past[st], Estimated: true}
+	if k := inSampleBy["SENT"]; k > 0 {
+		n, e := estimate(k)
+		o.Totals["SENT"] = Count{N: n, Estimated: !whole, Err: e}
+	}
+	for st, t := range o.Totals {
+		if n, e := estimate(inSampleBy[st]); t.AtLeast && n > t.N {
+			t.Approx, t.Err = n, e
+			o.Totals[st] = t
 		}
 	}
 	for k, by := range topics {
@@ -156,10 +208,6 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 
 // Statuses are the delivery states in the order the console shows them.
 func Statuses() []string { return slices.Clone(statusOrder) }
-
-func isOutstanding(status string) bool {
-	return status == "PENDING" || status == "PROCESSING" || status == "FAILED"
-}
 
 // groupCounts reads counts per table, topic and status (sql's four
 // columns).

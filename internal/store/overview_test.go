@@ -83,7 +83,7 @@ func TestEventsPage_AFilterFewRowsMatchSearchesABoundedWalkAPage(t *testing.T) {
 	var found []EventRow
 	before, pages := "", 0
 	for {
-		p, err := st.EventsPage(ctx, EventFilter{Topic: "rare"}, before, 50, 1000)
+		p, err := st.EventsPage(ctx, EventFilter{Topic: "rare"}, before, false, 50, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestEventsPage_AFilterFewRowsMatchSearchesABoundedWalkAPage(t *testing.T) {
 	}
 
 	// Unfiltered: full pages, not marked.
-	p, err := st.EventsPage(ctx, EventFilter{}, "", 50, 1000)
+	p, err := st.EventsPage(ctx, EventFilter{}, "", false, 50, 1000)
 	if err != nil || len(p.Rows) != 50 || p.Walked || p.Before != p.Rows[49].EventID {
 		t.Fatalf("unfiltered: %v, %d rows, walked %v", err, len(p.Rows), p.Walked)
 	}
@@ -111,7 +111,7 @@ func TestEventsPage_AFilterFewRowsMatchSearchesABoundedWalkAPage(t *testing.T) {
 	var failed int
 	before = ""
 	for range 5 {
-		p, err := st.EventsPage(ctx, EventFilter{Key: "k3", Status: "FAILED"}, before, 50, 100)
+		p, err := st.EventsPage(ctx, EventFilter{Key: "k3", Status: "FAILED"}, before, false, 50, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

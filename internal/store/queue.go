@@ -14,6 +14,14 @@ var (
 	queuedKeysSQL string
 	//go:embed sql/held_keys.sql
 	heldKeysSQL string
+	//go:embed sql/key_queue.sql
+	keyQueueSQL string
+	//go:embed sql/held_keys_walk.sql
+	heldKeysWalkSQL string
+	//go:embed sql/held_keys_page.sql
+	heldKeysPageSQL string
+	//go:embed sql/held_keys_count.sql
+	heldKeysCountSQL string
 	//go:embed sql/skip.sql
 	skipSQL string
 )
@@ -60,6 +68,45 @@ func (s *Store) HeldKeys(ctx context.Context, topic string, limit int) ([]HeldKe
 		err := r.Scan(&h.Topic, &h.Key, &h.BlockingEventID, &h.Status, &h.Reason, &h.LastError, &h.Attempts, &h.Since, &h.Queued)
 		return h, err
 	}, heldKeysSQL, nullable(topic), limit)
+}
+
+// HeldCursor is a place in the order of held keys (topic, then key).
+type HeldCursor struct{ Topic, Key string }
+
+// HeldKeysPage lists up to limit held keys (of topic; "": all) after
+// cursor (nil: from the first), in topic and key order, each with the
+// events queued behind it counted up to queuedBound. Unlike HeldKeys, it
+// reads one index descent a key, not every unfinished row.
+func (s *Store) HeldKeysPage(ctx context.Context, topic string, after *HeldCursor, limit, queuedBound int) ([]HeldKey, error) {
+	var at, key *string
+	if after != nil {
+		at, key = &after.Topic, &after.Key
+	}
+	return collect(ctx, s.db, "reading the held keys", func(r pgx.CollectableRow) (HeldKey, error) {
+		var h HeldKey
+		err := r.Scan(&h.Topic, &h.Key, &h.BlockingEventID, &h.Status, &h.Reason, &h.LastError, &h.Attempts, &h.Since, &h.Queued)
+		return h, err
+	}, heldKeysWalkSQL+heldKeysPageSQL, pgx.QueryExecModeExec, nullable(topic), at, key, limit, queuedBound)
+}
+
+// KeyQueue lists up to limit unfinished events of topic's key in the
+// order the relay delivers them: when the key is held, the first blocks
+// the others.
+func (s *Store) KeyQueue(ctx context.Context, topic, key string, limit int) ([]EventRow, error) {
+	return collect(ctx, s.db, "reading a key's queue", func(r pgx.CollectableRow) (EventRow, error) {
+		var x EventRow
+		err := r.Scan(&x.EventID, &x.Status, &x.Topic, &x.Key, &x.Reason, &x.LastError, &x.Attempts, &x.UpdatedAt)
+		return x, err
+	}, keyQueueSQL, topic, key, limit)
+}
+
+// CountHeldKeys counts the held keys (of topic; "": all), up to bound.
+func (s *Store) CountHeldKeys(ctx context.Context, topic string, bound int) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, heldKeysWalkSQL+heldKeysCountSQL, pgx.QueryExecModeExec, nullable(topic), nil, nil, bound).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting the held keys: %w", err)
+	}
+	return n, nil
 }
 
 // Skip runs outbox.skip: a FAILED event becomes SKIPPED and releases its

@@ -1,15 +1,22 @@
--- Pages through outbox.failed_events, newest last, after a given event
--- ($6; keyset on failed_at, event_id), with optional filters ($1..$5, NULL:
--- any). $7: limit.
-SELECT event_id::text, topic, coalesce(key, ''), coalesce(event_type, ''), failure_reason, coalesce(last_error, ''),
-       attempts, failed_at, coalesce(dead_letter_status, ''), coalesce(dead_letter_error, '')
-FROM outbox.failed_events f
-WHERE ($1::text IS NULL OR topic = $1)
-  AND ($2::text IS NULL OR event_type = $2)
-  AND ($3::text IS NULL OR failure_reason = $3)
-  AND ($4::timestamptz IS NULL OR failed_at >= $4)
-  AND ($5::timestamptz IS NULL OR failed_at < $5)
-  AND ($6::uuid IS NULL OR (failed_at, event_id) >
-       (SELECT failed_at, event_id FROM outbox.failed_events WHERE event_id = $6))
-ORDER BY failed_at, event_id
-LIMIT $7
+-- Pages through the FAILED status rows, oldest failure first, after a
+-- cursor ($6 failed_at, $7 event id; NULL: from the oldest), with optional
+-- filters ($1 topic, $2 event type, $3 reason, $4 and $5 failed at or
+-- after and before; NULL: any). $8: limit. The cursor is a place in the
+-- order, not a row: a page goes on after its last event even when that
+-- event is no longer FAILED. Each filter but the type is read from an
+-- index of the FAILED rows (deliveries_failed_page_idx,
+-- deliveries_failed_topic_idx, deliveries_failed_reason_idx).
+SELECT d.event_id::text, coalesce(d.topic, e.topic, ''), coalesce(d.key, e.key, ''), coalesce(e.event_type, ''),
+       coalesce(d.failure_reason, ''), coalesce(d.last_error, ''), d.attempts, d.updated_at,
+       coalesce(d.dead_letter_status, ''), coalesce(d.dead_letter_error, '')
+FROM outbox.deliveries d
+LEFT JOIN LATERAL (SELECT r.topic, r.key, r.event_type FROM outbox.relayed_events r WHERE r.id = d.event_id LIMIT 1) e ON true
+WHERE d.status = 'FAILED'
+  AND ($1::text IS NULL OR d.topic = $1)
+  AND ($2::text IS NULL OR e.event_type = $2)
+  AND ($3::text IS NULL OR d.failure_reason = $3)
+  AND ($4::timestamptz IS NULL OR d.updated_at >= $4)
+  AND ($5::timestamptz IS NULL OR d.updated_at < $5)
+  AND ($6::timestamptz IS NULL OR (d.updated_at, d.event_id) > ($6, $7::uuid))
+ORDER BY d.updated_at, d.event_id
+LIMIT $8

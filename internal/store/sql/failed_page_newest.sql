@@ -1,0 +1,22 @@
+-- failed_page.sql in the other order: pages through the FAILED status rows,
+-- cursor ($6 failed_at, $7 event id; NULL: from the newest), with optional
+-- filters ($1 topic, $2 event type, $3 reason, $4 and $5 failed at or
+-- after and before; NULL: any). $8: limit. The cursor is a place in the
+-- order, not a row: a page goes on past its last event even when that
+-- event is no longer FAILED. Each filter but the type is read from an
+-- index of the FAILED rows (deliveries_failed_page_idx,
+-- deliveries_failed_topic_idx, deliveries_failed_reason_idx).
+SELECT d.event_id::text, coalesce(d.topic, e.topic, ''), coalesce(d.key, e.key, ''), coalesce(e.event_type, ''),
+       coalesce(d.failure_reason, ''), coalesce(d.last_error, ''), d.attempts, d.updated_at,
+       coalesce(d.dead_letter_status, ''), coalesce(d.dead_letter_error, '')
+FROM outbox.deliveries d
+LEFT JOIN LATERAL (SELECT r.topic, r.key, r.event_type FROM outbox.relayed_events r WHERE r.id = d.event_id LIMIT 1) e ON true
+WHERE d.status = 'FAILED'
+  AND ($1::text IS NULL OR d.topic = $1)
+  AND ($2::text IS NULL OR e.event_type = $2)
+  AND ($3::text IS NULL OR d.failure_reason = $3)
+  AND ($4::timestamptz IS NULL OR d.updated_at >= $4)
+  AND ($5::timestamptz IS NULL OR d.updated_at < $5)
+  AND ($6::timestamptz IS NULL OR (d.updated_at, d.event_id) < ($6, $7::uuid))
+ORDER BY d.updated_at DESC, d.event_id DESC
+LIMIT $8
