@@ -201,21 +201,32 @@ type eventData struct {
 	Size        int  // the whole payload's, in bytes
 }
 
-// event shows one event: its status row and what is left of it; the
-// payload only when asked for (?payload=show).
-func (c *Console) event(w http.ResponseWriter, r *http.Request) {
+// lookup reads the event the path names; nil when it answered instead
+// (400 for an id that is not a uuid, 404 for no such event, or the
+// database's failure).
+func (c *Console) lookup(w http.ResponseWriter, r *http.Request) (string, *store.EventDetail) {
 	id := r.PathValue("id")
 	if !uuidText.MatchString(id) {
 		http.Error(w, errBadID.Error(), http.StatusBadRequest)
-		return
+		return id, nil
 	}
 	ev, err := c.st.Event(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNoEvent):
 		http.Error(w, "event "+id+": "+err.Error(), http.StatusNotFound)
-		return
+		return id, nil
 	case err != nil:
 		c.fail(w, r, err)
+		return id, nil
+	}
+	return id, ev
+}
+
+// event shows one event: its status row and what is left of it; the
+// payload only when asked for (?payload=show).
+func (c *Console) event(w http.ResponseWriter, r *http.Request) {
+	id, ev := c.lookup(w, r)
+	if ev == nil {
 		return
 	}
 	d := eventData{EventDetail: ev, ShowPayload: r.URL.Query().Get("payload") == "show", Size: len(ev.Payload)}
@@ -239,18 +250,9 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 // payload sends an event's whole payload as a file to download, as
 // stored (the page shows at most payloadShown bytes of it).
 func (c *Console) payload(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !uuidText.MatchString(id) {
-		http.Error(w, errBadID.Error(), http.StatusBadRequest)
-		return
-	}
-	ev, err := c.st.Event(r.Context(), id)
+	id, ev := c.lookup(w, r)
 	switch {
-	case errors.Is(err, store.ErrNoEvent):
-		http.Error(w, "event "+id+": "+err.Error(), http.StatusNotFound)
-		return
-	case err != nil:
-		c.fail(w, r, err)
+	case ev == nil:
 		return
 	case !ev.EventKept:
 		http.Error(w, "event "+id+": the event itself is gone", http.StatusNotFound)
