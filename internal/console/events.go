@@ -53,39 +53,17 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Set("key", look)
 	}
-	f := store.EventFilter{Status: q.Get("status"), Topic: q.Get("topic"), Key: q.Get("key"),
-		EventType: q.Get("event_type"), Reason: q.Get("reason")}
-	d := eventsData{Filter: f, Since: q.Get("since"), Until: q.Get("until")}
-	var err error
-	if f.Status != "" && !slices.Contains(store.Statuses(), f.Status) {
-		err = fmt.Errorf("status %q: not a status (%s)", f.Status, strings.Join(store.Statuses(), ", "))
-	} else if f.Reason != "" && !slices.Contains(reasons, f.Reason) {
-		err = fmt.Errorf("reason %q: not a failure reason (%s)", f.Reason, strings.Join(reasons, ", "))
-	} else if f.Since, err = parseTime("since", d.Since); err == nil {
-		f.Until, err = parseTime("until", d.Until)
-	}
-	// A page starts before an event (newest first) or after one (oldest
-	// first); the other way round from the display's order, it is the
-	// previous page, read backwards.
-	order := q.Get("order")
-	if err == nil && order != "" && order != "newest" && order != "oldest" {
-		err = fmt.Errorf("order %q: newest or oldest", order)
-	}
-	d.Oldest = order == "oldest"
-	from, asc := q.Get("before"), d.Oldest && q.Get("before") == "" // the first page: in the display's order
-	if q.Get("after") != "" {
-		from, asc = q.Get("after"), true
-		if err == nil && q.Get("before") != "" {
-			err = errors.New("before and after: one or the other")
-		}
-	}
-	if err == nil && from != "" && !uuidText.MatchString(from) {
-		err = fmt.Errorf("before or after: %w", errBadID)
+	f, err := eventsFilter(q)
+	var from string
+	var asc bool
+	if err == nil {
+		from, asc, err = eventsPlace(q)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	d := eventsData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), Oldest: q.Get("order") == "oldest"}
 	p, err := c.st.EventsPage(r.Context(), f, from, asc, eventsPageSize, c.cfg.Walk)
 	if err != nil {
 		c.fail(w, r, err)
@@ -102,6 +80,56 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Count, d.Counted = store.Count{N: n, AtLeast: n >= listCountBound}, counted
+	c.eventsLinks(&d, q, p, from, back)
+	c.render(w, r, "events.html", "Events", d)
+}
+
+// eventsFilter reads the event list's filter: an error (a 400) for a status
+// that is not one, a reason the relay never writes, or a time that is not
+// RFC 3339.
+func eventsFilter(q url.Values) (store.EventFilter, error) {
+	f := store.EventFilter{Status: q.Get("status"), Topic: q.Get("topic"), Key: q.Get("key"),
+		EventType: q.Get("event_type"), Reason: q.Get("reason")}
+	var err error
+	if f.Status != "" && !slices.Contains(store.Statuses(), f.Status) {
+		err = fmt.Errorf("status %q: not a status (%s)", f.Status, strings.Join(store.Statuses(), ", "))
+	} else if f.Reason != "" && !slices.Contains(reasons, f.Reason) {
+		err = fmt.Errorf("reason %q: not a failure reason (%s)", f.Reason, strings.Join(reasons, ", "))
+	} else if f.Since, err = parseTime("since", q.Get("since")); err == nil {
+		f.Until, err = parseTime("until", q.Get("until"))
+	}
+	return f, err
+}
+
+// eventsPlace reads where the event list's page starts (from: an event id,
+// "" for the first page) and which way it is read (asc: oldest first). A
+// page starts before an event (newest first) or after one (oldest first);
+// the other way round from the display's order, it is the previous page,
+// read backwards. An error (a 400) for an order that is not one, both
+// places, or a place that is not an event id.
+func eventsPlace(q url.Values) (from string, asc bool, err error) {
+	order := q.Get("order")
+	if order != "" && order != "newest" && order != "oldest" {
+		return "", false, fmt.Errorf("order %q: newest or oldest", order)
+	}
+	from, asc = q.Get("before"), order == "oldest" && q.Get("before") == "" // the first page: in the display's order
+	if q.Get("after") != "" {
+		if q.Get("before") != "" {
+			return "", false, errors.New("before and after: one or the other")
+		}
+		from, asc = q.Get("after"), true
+	}
+	if from != "" && !uuidText.MatchString(from) {
+		return "", false, fmt.Errorf("before or after: %w", errBadID)
+	}
+	return from, asc, nil
+}
+
+// eventsLinks sets the addresses of d's first page (when this is not it, and
+// in the other order), of the next page and of the previous one, keeping the
+// filter q asked for. p is the page read from from; back says it was read
+// backwards (a previous page).
+func (c *Console) eventsLinks(d *eventsData, q url.Values, p *store.EventsPage, from string, back bool) {
 	inOrder := func(oldest bool, set ...string) string {
 		v := url.Values{}
 		for k, vs := range q {
@@ -143,7 +171,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Walked = false // a previous page's walk: its link searches on
 	}
-	c.render(w, r, "events.html", "Events", d)
 }
 
 // parseTime reads a filter's time, parameter name: RFC 3339, or "" for
@@ -174,21 +201,32 @@ type eventData struct {
 	Size        int  // the whole payload's, in bytes
 }
 
-// event shows one event: its status row and what is left of it; the
-// payload only when asked for (?payload=show).
-func (c *Console) event(w http.ResponseWriter, r *http.Request) {
+// lookup reads the event the path names; nil when it answered instead
+// (400 for an id that is not a uuid, 404 for no such event, or the
+// database's failure).
+func (c *Console) lookup(w http.ResponseWriter, r *http.Request) (string, *store.EventDetail) {
 	id := r.PathValue("id")
 	if !uuidText.MatchString(id) {
 		http.Error(w, errBadID.Error(), http.StatusBadRequest)
-		return
+		return id, nil
 	}
 	ev, err := c.st.Event(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNoEvent):
 		http.Error(w, "event "+id+": "+err.Error(), http.StatusNotFound)
-		return
+		return id, nil
 	case err != nil:
 		c.fail(w, r, err)
+		return id, nil
+	}
+	return id, ev
+}
+
+// event shows one event: its status row and what is left of it; the
+// payload only when asked for (?payload=show).
+func (c *Console) event(w http.ResponseWriter, r *http.Request) {
+	id, ev := c.lookup(w, r)
+	if ev == nil {
 		return
 	}
 	d := eventData{EventDetail: ev, ShowPayload: r.URL.Query().Get("payload") == "show", Size: len(ev.Payload)}
@@ -212,18 +250,9 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 // payload sends an event's whole payload as a file to download, as
 // stored (the page shows at most payloadShown bytes of it).
 func (c *Console) payload(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !uuidText.MatchString(id) {
-		http.Error(w, errBadID.Error(), http.StatusBadRequest)
-		return
-	}
-	ev, err := c.st.Event(r.Context(), id)
+	id, ev := c.lookup(w, r)
 	switch {
-	case errors.Is(err, store.ErrNoEvent):
-		http.Error(w, "event "+id+": "+err.Error(), http.StatusNotFound)
-		return
-	case err != nil:
-		c.fail(w, r, err)
+	case ev == nil:
 		return
 	case !ev.EventKept:
 		http.Error(w, "event "+id+": the event itself is gone", http.StatusNotFound)

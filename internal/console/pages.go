@@ -244,8 +244,35 @@ var reasons = []string{kafka.ReasonInvalidTopic, kafka.ReasonUnauthorizedOnTopic
 // became of the events at either end.
 func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f, err := failedFilter(q)
-	var after, before *store.FailedCursor
+	f, after, before, err := failedQuery(q)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	d := failedData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), Oldest: q.Get("order") == "oldest", Walk: typeWalk, Shown: c.now().UTC().Format(time.RFC3339Nano)}
+	ctx := r.Context()
+	events, more, behind, err := c.failedPage(ctx, f, after, before, !d.Oldest)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Events = events
+	n, walked, err := c.st.CountFailed(ctx, f, listCountBound, typeWalk)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked}, walked
+	c.failedLinks(&d, q, more, behind)
+	d.Back = backOf(r)
+	c.render(w, r, "failed.html", "FAILED events", d)
+}
+
+// failedQuery reads the FAILED list's filter, the places its page starts
+// after or ends before, and its order: an error (a 400) for any that is not
+// one.
+func failedQuery(q url.Values) (f store.FailedFilter, after, before *store.FailedCursor, err error) {
+	f, err = failedFilter(q)
 	for _, p := range []struct {
 		name string
 		to   **store.FailedCursor
@@ -263,58 +290,66 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	if err == nil && order != "" && order != "oldest" && order != "newest" {
 		err = fmt.Errorf("order %q: newest or oldest", order)
 	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	d := failedData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), Oldest: order == "oldest", Walk: typeWalk, Shown: c.now().UTC().Format(time.RFC3339Nano)}
-	ctx := r.Context()
-	newest := !d.Oldest
-	var more, behind bool // a page past this one, a page before it
+	return f, after, before, err
+}
+
+// failedPage reads one page of FAILED events in the page's order (newest
+// failure first, or oldest), after a place or before one (the previous
+// page), and says whether there is a page past it (more) and one before it
+// (behind).
+func (c *Console) failedPage(ctx context.Context, f store.FailedFilter, after, before *store.FailedCursor, newest bool) (events []store.Failed, more, behind bool, err error) {
 	switch {
 	case before != nil: // the previous page: read backwards from its place
-		events, err := c.st.FailedPage(ctx, f, before, !newest, failedPageSize+1)
+		events, err = c.st.FailedPage(ctx, f, before, !newest, failedPageSize+1)
 		if err != nil {
-			c.fail(w, r, err)
-			return
+			return nil, false, false, err
 		}
 		behind = len(events) > failedPageSize
 		events = events[:min(len(events), failedPageSize)]
 		slices.Reverse(events)
-		d.Events = events
 		more = true
 	default:
-		events, err := c.st.FailedPage(ctx, f, after, newest, failedPageSize+1)
+		events, err = c.st.FailedPage(ctx, f, after, newest, failedPageSize+1)
 		if err != nil {
-			c.fail(w, r, err)
-			return
+			return nil, false, false, err
 		}
 		more = len(events) > failedPageSize
-		d.Events = events[:min(len(events), failedPageSize)]
+		events = events[:min(len(events), failedPageSize)]
 		behind = after != nil
 	}
-	if len(d.Events) > 0 { // is there anything either side, really?
-		for _, side := range []struct {
-			is   *bool
-			from store.FailedCursor
-			way  bool
-		}{{&behind, d.Events[0].Cursor(), !newest}, {&more, d.Events[len(d.Events)-1].Cursor(), newest}} {
-			if *side.is {
-				one, err := c.st.FailedPage(ctx, f, &side.from, side.way, 1)
-				if err != nil {
-					c.fail(w, r, err)
-					return
-				}
-				*side.is = len(one) > 0
-			}
+	if len(events) > 0 { // is there anything either side, really?
+		if err := c.failedSides(ctx, f, events, newest, &more, &behind); err != nil {
+			return nil, false, false, err
 		}
 	}
-	n, walked, err := c.st.CountFailed(ctx, f, listCountBound, typeWalk)
-	if err != nil {
-		c.fail(w, r, err)
-		return
+	return events, more, behind, nil
+}
+
+// failedSides checks that a page said to have a page past it (more) or
+// before it (behind) really has: at least one event beyond its last or
+// before its first. events is not empty.
+func (c *Console) failedSides(ctx context.Context, f store.FailedFilter, events []store.Failed, newest bool, more, behind *bool) error {
+	for _, side := range []struct {
+		is   *bool
+		from store.FailedCursor
+		way  bool
+	}{{behind, events[0].Cursor(), !newest}, {more, events[len(events)-1].Cursor(), newest}} {
+		if *side.is {
+			one, err := c.st.FailedPage(ctx, f, &side.from, side.way, 1)
+			if err != nil {
+				return err
+			}
+			*side.is = len(one) > 0
+		}
 	}
-	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked}, walked
+	return nil
+}
+
+// failedLinks sets the addresses of d's first page (in this order and in the
+// other) and of the next and previous pages, if there are any, keeping the
+// filter q asked for.
+func (c *Console) failedLinks(d *failedData, q url.Values, more, behind bool) {
+	f := d.Filter
 	link := func(order string, set ...string) string {
 		v := url.Values{}
 		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason, "order": order,
@@ -342,8 +377,6 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	if behind {
 		d.Prev = link(thisOrder, "before", d.Events[0].Cursor().String())
 	}
-	d.Back = backOf(r)
-	c.render(w, r, "failed.html", "FAILED events", d)
 }
 
 // errorsJoinParam names the parameter an error is about (nil: nil).

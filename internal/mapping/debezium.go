@@ -596,22 +596,8 @@ func (p *debeziumParser) converter(which string) (conv, delegate Converter) {
 // table maps one table with the router's options.
 func (p *debeziumParser) table(router, name string) *Table {
 	prefix := "transforms." + router + "."
-	opt := func(k string) string {
-		if v, ok := p.cfg[prefix+k]; ok {
-			p.used[prefix+k] = true
-			return strings.TrimSpace(v)
-		}
-		return routerDefaults[k]
-	}
-	for k := range p.cfg {
-		if !strings.HasPrefix(k, prefix) || k == prefix+"type" {
-			continue
-		}
-		o := strings.TrimPrefix(k, prefix)
-		if _, ok := routerDefaults[o]; !ok {
-			p.unsupported(k, "not an option of the outbox transform the relay supports")
-		}
-	}
+	opt := p.routerOption(prefix)
+	p.unknownRouterOptions(prefix)
 	t := &Table{Origin: "--debezium-config " + p.file, IDHeader: "id", Options: map[string]string{
 		"id": prefix + "table.field.event.id", "key": prefix + "table.field.event.key",
 		"payload": prefix + "table.field.event.payload", "timestamp": prefix + "table.field.event.timestamp",
@@ -642,30 +628,8 @@ func (p *debeziumParser) table(router, name string) *Table {
 	if t.TombstoneOnEmpty, err = strconv.ParseBool(opt("route.tombstone.on.empty.payload")); err != nil {
 		p.unsupported(prefix+"route.tombstone.on.empty.payload", "want true or false")
 	}
-	switch v := strings.ToLower(opt("table.fields.additional.error.on.missing")); v {
-	case "true":
-	case "false":
-		t.PlacementsIfPresent = true
-	default:
-		p.unsupported(prefix+"table.fields.additional.error.on.missing", fmt.Sprintf("%q: want true or false", v))
-	}
-	switch v := strings.ToLower(opt("table.field.additional.missing")); v {
-	case "", "error":
-	case "ignore", "warn":
-		t.PlacementsIfPresent = true
-	default:
-		p.unsupported(prefix+"table.field.additional.missing", fmt.Sprintf("%q: want error, warn or ignore", v))
-	}
-	for _, o := range []string{"table.op.invalid.behavior", "debezium.op.invalid.behavior"} {
-		switch v := strings.ToLower(opt(o)); v {
-		case "", "warn", "error": // UPDATEs dropped: the relay reads inserts only
-		case "fatal":
-			p.unsupported(prefix+o, "fatal: the relay reads inserts only, so it cannot stop at an UPDATE as Debezium does; "+
-				"use warn (UPDATEs are never published either way)")
-		default:
-			p.unsupported(prefix+o, fmt.Sprintf("%q: want warn, error or fatal", v))
-		}
-	}
+	p.missingPlacements(t, prefix, opt)
+	p.invalidOps(prefix, opt)
 	switch v := strings.ToLower(opt("table.json.payload.null.behavior")); v {
 	case "ignore":
 	case "optional_bytes":
@@ -681,6 +645,68 @@ func (p *debeziumParser) table(router, name string) *Table {
 	}
 	p.placements(t, prefix, opt("table.fields.additional.placement"))
 	return t
+}
+
+// routerOption reads the router's option k (prefix is the router's):
+// trimmed, or the outbox transform's default when not set. It marks the
+// option used.
+func (p *debeziumParser) routerOption(prefix string) func(k string) string {
+	return func(k string) string {
+		if v, ok := p.cfg[prefix+k]; ok {
+			p.used[prefix+k] = true
+			return strings.TrimSpace(v)
+		}
+		return routerDefaults[k]
+	}
+}
+
+// unknownRouterOptions refuses the router's options (prefix is the
+// router's) that the outbox transform the relay supports does not have.
+func (p *debeziumParser) unknownRouterOptions(prefix string) {
+	for k := range p.cfg {
+		if !strings.HasPrefix(k, prefix) || k == prefix+"type" {
+			continue
+		}
+		o := strings.TrimPrefix(k, prefix)
+		if _, ok := routerDefaults[o]; !ok {
+			p.unsupported(k, "not an option of the outbox transform the relay supports")
+		}
+	}
+}
+
+// missingPlacements reads what to do when a column placed by
+// table.fields.additional.placement is missing: t places only the columns
+// a table has (PlacementsIfPresent) unless either option asks for an error.
+func (p *debeziumParser) missingPlacements(t *Table, prefix string, opt func(k string) string) {
+	switch v := strings.ToLower(opt("table.fields.additional.error.on.missing")); v {
+	case "true":
+	case "false":
+		t.PlacementsIfPresent = true
+	default:
+		p.unsupported(prefix+"table.fields.additional.error.on.missing", fmt.Sprintf("%q: want true or false", v))
+	}
+	switch v := strings.ToLower(opt("table.field.additional.missing")); v {
+	case "", "error":
+	case "ignore", "warn":
+		t.PlacementsIfPresent = true
+	default:
+		p.unsupported(prefix+"table.field.additional.missing", fmt.Sprintf("%q: want error, warn or ignore", v))
+	}
+}
+
+// invalidOps reads what to do with an operation other than an insert: the
+// relay drops UPDATEs, so it refuses fatal, which would stop at one.
+func (p *debeziumParser) invalidOps(prefix string, opt func(k string) string) {
+	for _, o := range []string{"table.op.invalid.behavior", "debezium.op.invalid.behavior"} {
+		switch v := strings.ToLower(opt(o)); v {
+		case "", "warn", "error": // UPDATEs dropped: the relay reads inserts only
+		case "fatal":
+			p.unsupported(prefix+o, "fatal: the relay reads inserts only, so it cannot stop at an UPDATE as Debezium does; "+
+				"use warn (UPDATEs are never published either way)")
+		default:
+			p.unsupported(prefix+o, fmt.Sprintf("%q: want warn, error or fatal", v))
+		}
+	}
 }
 
 // combinations refuses transform options that the value converter cannot

@@ -239,52 +239,14 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 	if r.Topic, err = b.topic(values); err != nil {
 		return r, err
 	}
-	if t.Key != "" {
-		text, err := b.text(t.Key, values)
-		if err != nil {
-			return r, err
-		}
-		switch {
-		case text != nil:
-			r.Key = b.convert(t.Key, values, b.keyConv)
-		case t.Debezium:
-			r.Key = b.null(t.Key, b.keyConv)
-		}
+	if r.Key, err = b.key(values); err != nil {
+		return r, err
 	}
 	if r.Value, err = b.value(values); err != nil {
 		return r, err
 	}
-	r.Headers = append(r.Headers, t.ContextHeaders...)
-	if t.IDHeader != "" {
-		v := id
-		if t.HeaderConverter == JSON {
-			v = b.convert(t.ID, values, JSON)
-		}
-		r.Headers = append(r.Headers, Header{Name: b.idHeader, Value: v})
-	}
-	for i, p := range t.Placements {
-		if _, ok := b.idx[p.Column]; !ok {
-			continue // table.field.additional.missing=ignore
-		}
-		if p.Partition {
-			if t.Debezium && values[b.idx[p.Column]] == nil {
-				continue // Debezium: no partition, the key's
-			}
-			if r.Partition, err = b.partition(p.Column, values); err != nil {
-				return r, err
-			}
-			continue
-		}
-		if p.Envelope {
-			continue
-		}
-		v, err := b.header(p.Column, values)
-		if err != nil {
-			return r, err
-		}
-		if v != nil || t.Debezium { // Debezium keeps a NULL as a header with a null value
-			r.Headers = append(r.Headers, Header{Name: b.aliases[i], Value: v})
-		}
+	if err := b.headers(values, id, &r); err != nil {
+		return r, err
 	}
 	if err := b.traceAndCloudEvents(values, &r); err != nil {
 		return r, err
@@ -310,6 +272,67 @@ func (b *Bound) Record(values [][]byte, commitTime time.Time) (Record, error) {
 		}
 	}
 	return r, nil
+}
+
+// key reads the record's key: nil for no key column, or a NULL key outside
+// Debezium's mode (which keeps a NULL key as a null value).
+func (b *Bound) key(values [][]byte) ([]byte, error) {
+	t := b.t
+	if t.Key == "" {
+		return nil, nil
+	}
+	text, err := b.text(t.Key, values)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case text != nil:
+		return b.convert(t.Key, values, b.keyConv), nil
+	case t.Debezium:
+		return b.null(t.Key, b.keyConv), nil
+	}
+	return nil, nil
+}
+
+// headers adds the context headers, the id header (id is the id's text) and
+// the columns placed as headers to r.Headers, and reads the column placed as
+// the partition into r.Partition.
+func (b *Bound) headers(values [][]byte, id []byte, r *Record) error {
+	t := b.t
+	r.Headers = append(r.Headers, t.ContextHeaders...)
+	if t.IDHeader != "" {
+		v := id
+		if t.HeaderConverter == JSON {
+			v = b.convert(t.ID, values, JSON)
+		}
+		r.Headers = append(r.Headers, Header{Name: b.idHeader, Value: v})
+	}
+	var err error
+	for i, p := range t.Placements {
+		if _, ok := b.idx[p.Column]; !ok {
+			continue // table.field.additional.missing=ignore
+		}
+		if p.Partition {
+			if t.Debezium && values[b.idx[p.Column]] == nil {
+				continue // Debezium: no partition, the key's
+			}
+			if r.Partition, err = b.partition(p.Column, values); err != nil {
+				return err
+			}
+			continue
+		}
+		if p.Envelope {
+			continue
+		}
+		v, err := b.header(p.Column, values)
+		if err != nil {
+			return err
+		}
+		if v != nil || t.Debezium { // Debezium keeps a NULL as a header with a null value
+			r.Headers = append(r.Headers, Header{Name: b.aliases[i], Value: v})
+		}
+	}
+	return nil
 }
 
 // traceAndCloudEvents reads the trace context column into r's headers and

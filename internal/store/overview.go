@@ -127,9 +127,23 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 		percent = 100 * float64(b.Sample) / float64(o.Rows)
 	}
 	o.Sampled = !whole
-	// The sample and the counts at once (on two of the pool's connections;
-	// one after the other in a transaction).
-	var sampled, outstanding []TopicStatus
+	sampled, outstanding, err := s.overviewGroups(ctx, percent, b.Outstanding)
+	if err != nil {
+		return nil, err
+	}
+	topics := topicTally{}
+	o.countOutstanding(topics, outstanding)
+	o.estimateSampled(topics, sampled, sampleEstimate(o.Rows, sampled, whole))
+	o.Topics = topics.sorted()
+	return o, nil
+}
+
+// overviewGroups reads the counts per table, topic and status of a sample
+// of percent of the status rows, and the exact counts of the statuses
+// counted (up to bound a status and topic). It reads the sample and the
+// counts at once (on two of the pool's connections; one after the other in
+// a transaction).
+func (s *Store) overviewGroups(ctx context.Context, percent float64, bound int) (sampled, outstanding []TopicStatus, err error) {
 	var sampleErr error
 	done := make(chan struct{})
 	go func() {
@@ -139,45 +153,76 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 	if s.inTx {
 		<-done
 	}
-	outstanding, err := s.groupCounts(ctx, overviewOutstandingSQL, pgx.QueryExecModeExec, b.Outstanding)
+	outstanding, err = s.groupCounts(ctx, overviewOutstandingSQL, pgx.QueryExecModeExec, bound)
 	<-done
 	if err = cmp.Or(sampleErr, err); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return sampled, outstanding, nil
+}
+
+// sampleEstimate returns what scales a count of the sample to the table's
+// rows, with two standard errors of a proportion of the sample's rows. A
+// sample of the whole table (whole), or an empty one, is counted as is.
+func sampleEstimate(rows int64, sampled []TopicStatus, whole bool) func(k int64) (n, e int64) {
 	var inSample int64
 	for _, g := range sampled {
 		inSample += g.Events
 	}
-	// estimate scales a count of the sample to the table, with two
-	// standard errors of a proportion of inSample rows.
-	estimate := func(k int64) (n, e int64) {
+	return func(k int64) (n, e int64) {
 		if whole || inSample == 0 {
 			return k, 0
 		}
 		p := float64(k) / float64(inSample)
-		return int64(p * float64(o.Rows)), int64(math.Ceil(2 * float64(o.Rows) * math.Sqrt(p*(1-p)/float64(inSample))))
+		return int64(p * float64(rows)), int64(math.Ceil(2 * float64(rows) * math.Sqrt(p*(1-p)/float64(inSample))))
 	}
-	// Counted statuses: a (status, topic) that reached the bound is a
-	// lower bound, and so is its status's total.
+}
+
+// topicTally holds the counts per table and topic (its key) and status.
+type topicTally map[[2]string]map[string]Count
+
+// put sets g's table, topic and status's count.
+func (t topicTally) put(g TopicStatus, c Count) {
+	k := [2]string{g.Table, g.Topic}
+	if t[k] == nil {
+		t[k] = map[string]Count{}
+	}
+	t[k][g.Status] = c
+}
+
+// sorted lists the tally by table, then topic.
+func (t topicTally) sorted() []TopicCounts {
+	var out []TopicCounts
+	for k, by := range t {
+		out = append(out, TopicCounts{Table: k[0], Topic: k[1], ByStatus: by})
+	}
+	slices.SortFunc(out, func(a, b TopicCounts) int {
+		return cmp.Or(cmp.Compare(a.Table, b.Table), cmp.Compare(a.Topic, b.Topic))
+	})
+	return out
+}
+
+// countOutstanding adds the counted statuses to o's totals and to topics: a
+// (status, topic) that reached the bound is a lower bound, and so is its
+// status's total.
+func (o *OverviewCounts) countOutstanding(topics topicTally, outstanding []TopicStatus) {
 	type group struct{ status, topic string }
 	perGroup := map[group]int64{}
 	for _, g := range outstanding {
 		perGroup[group{g.Status, g.Topic}] += g.Events
 	}
-	topics := map[[2]string]map[string]Count{}
-	put := func(g TopicStatus, c Count) {
-		k := [2]string{g.Table, g.Topic}
-		if topics[k] == nil {
-			topics[k] = map[string]Count{}
-		}
-		topics[k][g.Status] = c
-	}
 	for _, g := range outstanding {
-		capped := perGroup[group{g.Status, g.Topic}] >= int64(b.Outstanding)
-		put(g, Count{N: g.Events, AtLeast: capped})
+		capped := perGroup[group{g.Status, g.Topic}] >= int64(o.Bounds.Outstanding)
+		topics.put(g, Count{N: g.Events, AtLeast: capped})
 		t := o.Totals[g.Status]
 		o.Totals[g.Status] = Count{N: t.N + g.Events, AtLeast: t.AtLeast || capped}
 	}
+}
+
+// estimateSampled adds SENT, which is not counted, to o's totals and to
+// topics as estimated from the sample, and gives a counted total that is a
+// lower bound the sample's estimate (Approx) when that is larger.
+func (o *OverviewCounts) estimateSampled(topics topicTally, sampled []TopicStatus, estimate func(k int64) (n, e int64)) {
 	inSampleBy := map[string]int64{}
 	for _, g := range sampled {
 		inSampleBy[g.Status] += g.Events
@@ -185,11 +230,11 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 			continue
 		}
 		n, e := estimate(g.Events)
-		put(g, Count{N: n, Estimated: !whole, Err: e})
+		topics.put(g, Count{N: n, Estimated: o.Sampled, Err: e})
 	}
 	if k := inSampleBy["SENT"]; k > 0 {
 		n, e := estimate(k)
-		o.Totals["SENT"] = Count{N: n, Estimated: !whole, Err: e}
+		o.Totals["SENT"] = Count{N: n, Estimated: o.Sampled, Err: e}
 	}
 	for st, t := range o.Totals {
 		if n, e := estimate(inSampleBy[st]); t.AtLeast && n > t.N {
@@ -197,13 +242,6 @@ func (s *Store) OverviewCounts(ctx context.Context, b OverviewBounds) (*Overview
 			o.Totals[st] = t
 		}
 	}
-	for k, by := range topics {
-		o.Topics = append(o.Topics, TopicCounts{Table: k[0], Topic: k[1], ByStatus: by})
-	}
-	slices.SortFunc(o.Topics, func(a, b TopicCounts) int {
-		return cmp.Or(cmp.Compare(a.Table, b.Table), cmp.Compare(a.Topic, b.Topic))
-	})
-	return o, nil
 }
 
 // Statuses are the delivery states in the order the console shows them.
