@@ -24,7 +24,7 @@ func BenchmarkMappedFill(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := &mappedLayout{source: "public.outboxevent", bound: bound}
+	l := &mappedLayout{source: "public.outboxevent", bound: bound, table: d.Tables[0]}
 	payload := append([]byte{1}, []byte(`{"note": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "amount": 12.5, "currency": "EUR", "customer": "customer-1", "order_id": 1}`)...)
 	id := make([]byte, 16)
 	values := [][]byte{id, []byte("bench"), []byte("customer-1"), []byte("order.created"), payload}
