@@ -215,10 +215,10 @@ func TestKafka_ANullPayloadIsPublishedAsATombstone(t *testing.T) {
 	}
 }
 
-// The ACLs the README lists are all the relay needs; without any WRITE (and
+// The ACLs docs/running.md lists are all the relay needs; without any WRITE (and
 // so no producer id for the idempotent producer) it stops at start, exit 2,
 // naming what to grant.
-func TestKafka_TheLeastACLsTheREADMEListsAreEnoughAndNoWriteAtAllStopsTheRelay(t *testing.T) {
+func TestKafka_TheLeastACLsTheDocsListAreEnoughAndNoWriteAtAllStopsTheRelay(t *testing.T) {
 	t.Parallel()
 	allow := func(topic string, op kmsg.ACLOperation) kfake.ACL {
 		return kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: topic, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true}

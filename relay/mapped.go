@@ -231,7 +231,7 @@ func (r *Relay) warnUnbackfilled(cfg *cdc.Config) {
 			r.log.Warn("creating the slot: these mapped tables have no order columns, so they are relayed from this "+
 				"moment on; rows already in them, and rows written while the relay had no slot, are not relayed "+
 				"(`outbox-relay migrate` adds the columns; if the slot was lost, insert such events again, with "+
-				"their ids: README, Your own table)",
+				"their ids: docs/own-table.md)",
 				zap.String("slot", r.cfg.Slot), zap.Strings("tables", names))
 		}
 		if before != nil {

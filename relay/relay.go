@@ -34,15 +34,6 @@ import (
 // KafkaConfig is how the relay reaches the cluster.
 type KafkaConfig = kafka.Config
 
-// Failure reasons in outbox.deliveries.failure_reason.
-const (
-	ReasonInvalidEvent        = store.ReasonInvalidEvent
-	ReasonInvalidTopic        = kafka.ReasonInvalidTopic
-	ReasonUnauthorizedOnTopic = kafka.ReasonUnauthorizedOnTopic
-	ReasonMessageTooLarge     = kafka.ReasonMessageTooLarge
-	ReasonRetriesExhausted    = store.ReasonRetriesExhausted
-)
-
 // Relay modes.
 const (
 	ModeStream = "stream"

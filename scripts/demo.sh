@@ -43,7 +43,7 @@ log "outbox-relay migrate"
 "$WORK/outbox-relay" migrate
 
 # The relay runs with least privilege: a login role with REPLICATION in
-# the group role outbox_relay that migrate created (README: Roles).
+# the group role outbox_relay that migrate created (docs/running.md: Roles and privileges).
 psql -Xq "$DATABASE_URL" -c "DO \$\$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'outbox_demo_relay') THEN
     CREATE ROLE outbox_demo_relay LOGIN REPLICATION IN ROLE outbox_relay;
@@ -107,7 +107,7 @@ ORDER BY e.created_at, e.id"
 log "outbox-relay status (the database, and the running relay from its /metrics on port $METRICS_PORT)"
 "$WORK/outbox-relay" status --metrics-url "http://127.0.0.1:$METRICS_PORT/metrics"
 
-# The operator console, as a member of outbox_operator (README: The console).
+# The operator console, as a member of outbox_operator (docs/operating.md: The console).
 psql -Xq "$DATABASE_URL" -c "DO \$\$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'outbox_demo_operator') THEN
     CREATE ROLE outbox_demo_operator LOGIN IN ROLE outbox_operator;

@@ -31,15 +31,20 @@ func databaseFlag(fs *flagenv.Set, p *string) {
 	fs.Required("database-url")
 }
 
-// parse parses args; for --help it writes the command's help to stdout and
-// returns flag.ErrHelp. Warnings (an old variable name) go to stderr.
+// parse parses args; for --help it writes the command's help to stdout (or
+// hands the flag set to the docs command's collector) and returns
+// flag.ErrHelp. Warnings (an old variable name) go to stderr.
 func parse(fs *flagenv.Set, args []string, stdout, stderr io.Writer) error {
 	err := fs.Parse(args)
 	for _, w := range fs.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		fs.Help(stdout)
+		if c, ok := stdout.(interface{ collect(*flagenv.Set) }); ok {
+			c.collect(fs) // the docs command reads the flags themselves
+		} else {
+			fs.Help(stdout)
+		}
 	}
 	return err
 }

@@ -72,6 +72,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return 0
 	}
 	cmd, ok := commands[name]
+	if name == "docs" { // hidden: go generate's, not an operator's
+		cmd, ok = docsCmd, true
+	}
 	if !ok {
 		msg := fmt.Sprintf("outbox-relay: unknown command %q", name)
 		if close := flagenv.Closest(name, slices.Sorted(maps.Keys(commands))); close != "" {

@@ -71,7 +71,7 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	fs.RequiredUnless("database-url", "debezium-config")
 	fs.String(&c.Slot, "slot", cdc.SlotDefault, "logical replication slot, created if missing")
 	fs.String(&c.Publication, "publication", cdc.PublicationDefault, "publication of outbox.events (and the mapped tables), created if missing")
-	fs.String(&o.tablesConfig, "tables-config", "", "JSON file mapping your own outbox tables (see README: Your own table); outbox.events is always relayed")
+	fs.String(&o.tablesConfig, "tables-config", "", "JSON file mapping your own outbox tables (docs/own-table.md); outbox.events is always relayed")
 	fs.String(&o.debeziumConfig, "debezium-config", "", "a Debezium outbox connector's configuration (its JSON or .properties): relay its tables as Debezium would; its database.* settings stand in for --database-url")
 	fs.Bool(&o.debeziumOpenTelemetry, "debezium-opentelemetry", false, "with --debezium-config, pass each event's tracing.span.context.field column (tracingspancontext) on as traceparent and tracestate headers, as a Kafka Connect worker with OpenTelemetry propagates it; off, as Debezium without OpenTelemetry, the column is not read")
 	fs.String(&o.debeziumWorkerConfig, "debezium-worker-config", "", "the Kafka Connect worker's properties file: its key.converter, value.converter and header.converter (with their settings) apply where the --debezium-config names none, as in Kafka Connect")
@@ -150,7 +150,7 @@ type runOpts struct {
 }
 
 // gcPercentDefault is Go's. 400 saves CPU (relay drain 7.2 → 6.0 µs of CPU
-// per event) but about doubles the peak RSS, past the README's memory
+// per event) but about doubles the peak RSS, past the memory
 // targets (docs/performance.md): a choice for the operator.
 const gcPercentDefault = 100
 
@@ -365,7 +365,7 @@ func tuneRuntime(o runOpts, getenv func(string) string) error {
 // consoleFlags defines run's flags of the operator console it may serve.
 // The tokens and the prefix read the console command's variables.
 func consoleFlags(fs *flagenv.Set, o *runOpts) {
-	fs.String(&o.console.Listen, "console-addr", "", "also serve the operator console on this address (README: The console); off when empty")
+	fs.String(&o.console.Listen, "console-addr", "", "also serve the operator console on this address (docs/operating.md: The console); off when empty")
 	fs.SecretURL(&o.consoleDB, "console-database-url", "", "the console's PostgreSQL URL, for a role in outbox_operator (the relay's role "+
 		"may not resend or skip); --database-url when empty")
 	fs.Secret(&o.console.AdminToken, "console-admin-token", "", "the console's admin token (as console --admin-token)")

@@ -221,7 +221,7 @@ func TestBrowser_ACrossOriginPostIsRefused(t *testing.T) {
 	}
 }
 
-// The README's screenshots: the overview and a FAILED event, from the
+// The screenshots of docs/operating.md: the overview and a FAILED event, from the
 // demo's events. With OUTBOX_SCREENSHOTS=DIR they are written there
 // (docs/); without, the test only checks that they are taken.
 func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {

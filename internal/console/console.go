@@ -394,7 +394,7 @@ func staticFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // The server's timeouts: a page answers within a second on a big outbox
-// (README: The console); an action on every matching FAILED row may take
+// (docs/operating.md: The console); an action on every matching FAILED row may take
 // longer, and completes (and is logged) even past writeTimeout.
 const (
 	readHeaderTimeout = 10 * time.Second
@@ -428,7 +428,7 @@ func (c *Console) Serve(ctx context.Context, ln net.Listener) error {
 	if host, _, _ := net.SplitHostPort(c.cfg.listen()); c.cert == nil && !loopback(hostName(host)) {
 		c.log.Warn("the console is served off loopback without TLS: its tokens and the outbox's payloads cross the "+
 			"network in clear; give "+c.cfg.flag("tls-cert-file")+" and "+c.cfg.flag("tls-key-file")+", or put TLS in front "+
-			"(README: The console)", zap.String("listen", c.cfg.listen()))
+			"(docs/operating.md: The console)", zap.String("listen", c.cfg.listen()))
 	}
 	stopped := make(chan struct{})
 	served := make(chan struct{})

@@ -79,7 +79,7 @@ func refused(code int) bool {
 
 func TestConsole_ADNSRebindingPageCannotReadOrChangeTheOutbox(t *testing.T) {
 	t.Parallel()
-	// The README's and the demo's setup: loopback, no token.
+	// The five-minute tour's (README.md) and the demo's setup: loopback, no token.
 	srv, ids, dbURL := serveConfig(t, console.Config{})
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	rebind := "rebind.example:" + port // the attacker's name, now resolving to 127.0.0.1

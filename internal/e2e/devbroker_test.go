@@ -41,7 +41,7 @@ func TestDevBroker_HelpExitsZero(t *testing.T) {
 	}
 }
 
-// The README's walkthrough: an event for a topic that does not exist is
+// The tour of README.md: an event for a topic that does not exist is
 // FAILED INVALID_TOPIC; create the topic on the running development
 // broker, resend the event, and it is delivered.
 func TestDevBroker_CreateTheTopicThenResendDelivers(t *testing.T) {

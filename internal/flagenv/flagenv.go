@@ -419,21 +419,34 @@ func (s *Set) flagError(err error) error {
 	return Usagef("%s", msg)
 }
 
-// Help writes the command's help: what it does, its synopsis, arguments
-// and flags, each with its variable, default, and whether it is required.
-func (s *Set) Help(w io.Writer) {
-	synopsis := s.cmd + " [flags]"
-	if s.args != "" {
-		synopsis += " " + s.args
-	}
-	fmt.Fprintf(w, "Usage: %s\n", synopsis)
-	if s.about != "" {
-		fmt.Fprintf(w, "\n%s\n", s.about)
-	}
-	if s.args != "" {
-		fmt.Fprintf(w, "\nArguments:\n  %s\n        %s\n", s.args, s.argsHelp)
-	}
-	fmt.Fprintf(w, "\nFlags (and the environment variable that sets each):\n")
+// Flag is what help and the configuration reference say of one flag.
+type Flag struct {
+	Name  string // without dashes: kafka-brokers
+	Kind  string // string, int, duration, list, bool
+	Usage string
+	// Default is the default as the command line writes it; "" when
+	// there is none (an empty string, 0, false, 0s).
+	Default string
+	Env     string // the variable that sets it; "" when none does
+	// Required: the command refuses to start without it, unless
+	// RequiredUnless (another flag) is given.
+	Required       bool
+	RequiredUnless string
+}
+
+// Command is what help and the configuration reference say of a command.
+type Command struct {
+	Name     string // how it is typed: outbox-relay purge
+	Args     string // the positional arguments' synopsis, "" for none
+	ArgsHelp string
+	About    string
+	Flags    []Flag // in name order
+}
+
+// Doc describes s's command and flags, as help prints them and the
+// configuration reference (docs/configuration.md) lists them.
+func (s *Set) Doc() Command {
+	c := Command{Name: s.cmd, Args: s.args, ArgsHelp: s.argsHelp, About: s.about}
 	s.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
 		switch f.Value.(type) {
@@ -444,32 +457,65 @@ func (s *Set) Help(w io.Writer) {
 		case secretValue:
 			kind = "string"
 		}
+		if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool {
+			kind = "bool"
+		}
 		if kind == "value" {
 			kind = "string"
 		}
-		line := "  --" + f.Name
-		if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); !isBool {
-			line += " " + kind
+		d := Flag{Name: f.Name, Kind: kind, Usage: usage, Required: slices.Contains(s.required, f.Name),
+			RequiredUnless: s.unless[f.Name]}
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+			d.Default = f.DefValue
 		}
-		if slices.Contains(s.required, f.Name) {
+		if s.withEnv[f.Name] {
+			d.Env = s.Env(f.Name)
+		}
+		c.Flags = append(c.Flags, d)
+	})
+	return c
+}
+
+// Help writes the command's help: what it does, its synopsis, arguments
+// and flags, each with its variable, default, and whether it is required.
+func (s *Set) Help(w io.Writer) {
+	c := s.Doc()
+	synopsis := c.Name + " [flags]"
+	if c.Args != "" {
+		synopsis += " " + c.Args
+	}
+	fmt.Fprintf(w, "Usage: %s\n", synopsis)
+	if c.About != "" {
+		fmt.Fprintf(w, "\n%s\n", c.About)
+	}
+	if c.Args != "" {
+		fmt.Fprintf(w, "\nArguments:\n  %s\n        %s\n", c.Args, c.ArgsHelp)
+	}
+	fmt.Fprintf(w, "\nFlags (and the environment variable that sets each):\n")
+	for _, f := range c.Flags {
+		line := "  --" + f.Name
+		if f.Kind != "bool" {
+			line += " " + f.Kind
+		}
+		if f.Required {
 			line += "  (required)"
 		}
 		fmt.Fprintln(w, line)
-		fmt.Fprintf(w, "        %s\n", strings.ReplaceAll(usage, "\n", "\n        "))
+		fmt.Fprintf(w, "        %s\n", strings.ReplaceAll(f.Usage, "\n", "\n        "))
 		var notes []string
-		if other := s.unless[f.Name]; other != "" {
-			notes = append(notes, "not needed with --"+other)
+		if f.RequiredUnless != "" {
+			notes = append(notes, "not needed with --"+f.RequiredUnless)
 		}
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
-			notes = append(notes, fmt.Sprintf("default %s", f.DefValue))
+		if f.Default != "" {
+			notes = append(notes, fmt.Sprintf("default %s", f.Default))
 		}
-		if s.withEnv[f.Name] {
-			notes = append(notes, s.Env(f.Name))
+		if f.Env != "" {
+			notes = append(notes, f.Env)
 		}
 		if len(notes) > 0 {
 			fmt.Fprintf(w, "        [%s]\n", strings.Join(notes, "; "))
 		}
-	})
+	}
 }
 
 // UsageError is a mistake in how a command was called: an unknown flag,

@@ -34,7 +34,7 @@ func refused(err error, k Config, sc *sarama.Config) error {
 		// allow it to a principal with WRITE on any topic, 2.8 asks for
 		// IDEMPOTENT_WRITE on the cluster.
 		return fmt.Errorf("kafka refused the relay a producer id (%w): its principal%s needs WRITE and DESCRIBE on the "+
-			"topics it publishes to (Kafka 3.0 and newer), or IDEMPOTENT_WRITE on the cluster (Kafka 2.8); README: Kafka ACLs",
+			"topics it publishes to (Kafka 3.0 and newer), or IDEMPOTENT_WRITE on the cluster (Kafka 2.8); docs/running.md: Kafka ACLs",
 			err, principal(k))
 	case errors.As(err, &opErr) && opErr.Op == "remote error" && k.TLSCertFile == "":
 		// A TLS alert from the broker (crypto/tls reports it so).

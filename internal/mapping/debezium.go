@@ -119,7 +119,7 @@ var connectorNotes = map[string]string{
 	"slot.name":                   "the relay uses its own slot (--slot); Debezium's is left alone",
 	"publication.name":            "the relay uses its own publication (--publication)",
 	"publication.autocreate.mode": "the relay checks its publication at start",
-	"snapshot.mode":               "the relay relays inserts from its slot's creation on (see README: Coming from Debezium)",
+	"snapshot.mode":               "the relay relays inserts from its slot's creation on (docs/own-table.md: Coming from Debezium)",
 	"tombstones.on.delete":        "the relay publishes inserts only",
 	"heartbeat.interval.ms":       "the relay confirms its slot itself (--status-interval)",
 	"include.schema.changes":      "the relay publishes outbox events only",
@@ -144,7 +144,7 @@ var connectorNotes = map[string]string{
 // options that change nothing the relay publishes for an outbox table,
 // with why.
 var connectorPrefixNotes = []struct{ prefix, note string }{
-	{"snapshot.", "the relay takes no snapshot (see README: Coming from Debezium)"},
+	{"snapshot.", "the relay takes no snapshot (docs/own-table.md: Coming from Debezium)"},
 	{"incremental.snapshot.", "the relay takes no snapshot"},
 	{"signal.", "the relay reads no signals"},
 	{"notification.", "the relay sends no notifications"},

@@ -43,7 +43,7 @@ type headerColumn struct {
 	Header string `json:"header"`
 }
 
-// LoadTables reads a --tables-config file (see README: Your own table).
+// LoadTables reads a --tables-config file (docs/own-table.md).
 // The entry "outbox.events" with nothing else relays outbox.events as
 // without the file.
 func LoadTables(path string) ([]*Table, error) {

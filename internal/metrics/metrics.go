@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,8 @@ type Metrics struct {
 
 	role *prometheus.GaugeVec // role
 
+	catalog []Doc // every outbox_relay_* metric, in the order New makes them
+
 	progress atomic.Pointer[func() Progress] // read by the progress gauges at each scrape
 	ready    atomic.Pointer[func() error]    // read by outbox_relay_ready at each scrape
 
@@ -134,8 +137,8 @@ var mappedOutcomes = []string{Published, Sent, Retried, Failed, Queued}
 func New(version string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), topics: map[string]*labelCounters{}, tables: map[string]*labelCounters{},
 		parked: map[parkedKey]float64{}, maxTopics: MaxTopicsDefault}
-	f := factory{m.reg}
-	m.published = f.counterVec("events_published_total", "Events handed to Kafka.", "topic")
+	f := factory{reg: m.reg, docs: &m.catalog}
+	m.published = f.counterVec("events_published_total", "Events handed to Kafka, once per attempt.", "topic")
 	m.sent = f.counterVec("events_sent_total", "Events acknowledged by Kafka and recorded SENT.", "topic")
 	m.retried = f.counterVec("events_retried_total", "Failed delivery attempts left PENDING for a retry with backoff.", "topic")
 	m.failed = f.counterVec("events_failed_total", "Events recorded FAILED, by failure_reason.", "topic", "reason")
@@ -143,10 +146,12 @@ func New(version string) *Metrics {
 		"outcome: published, sent, retried, failed, queued (outbox.events is counted by topic alone).", "table", "outcome")
 	m.CommitToAck = f.histogram("commit_to_ack_seconds", "From the event's commit (pgoutput) to Kafka's acknowledgement, streamed events.",
 		prometheus.ExponentialBuckets(0.0005, 2, 18))
-	m.AckToDurable = f.histogram("ack_to_durable_seconds", "From the earliest Kafka acknowledgement of a group of events to their status rows being durable.",
+	m.AckToDurable = f.histogram("ack_to_durable_seconds", "From the earliest Kafka acknowledgement of a group of events to their status rows being durable (buckets up to 131 s).",
 		prometheus.ExponentialBuckets(0.001, 2, 18)) // up to 131 s: past a status write retried after --statement-timeout
 	// Up to 65.5 s: past --statement-timeout's default (30 s), which ends a statement.
-	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements.",
+	m.Statement = f.histogramVec("status_statement_duration_seconds", "Duration of the relay's status statements: "+
+		"insert_outcomes (streamed events), record_outcomes (the poller's), direct_outcomes (events read from the table: backfill "+
+		"pages, the gap sweep in poll mode), barrier; buckets up to 65 s, past --statement-timeout.",
 		prometheus.ExponentialBuckets(0.0005, 2, 18), "statement")
 	m.slotLag = f.gaugeVec("slot_lag_bytes", "WAL the slot has not confirmed: the server's WAL end minus confirmed_flush_lsn.", "slot")
 	m.ConfirmedLSN = f.gauge("slot_confirmed_lsn", "The LSN this relay last confirmed on the slot, as a number.")
@@ -166,9 +171,9 @@ func New(version string) *Metrics {
 		"during a spill, or behind an earlier event of their key.")
 	m.Spilling = f.gauge("spilling", "1 while the stream queues every event (a spill: Kafka down for --spill-after, or too many queued keys).")
 	m.QueuedKeys = f.gauge("queued_keys", "Keys whose new events the stream queues behind earlier ones.")
-	m.Pending = f.gauge("pending_events", "PENDING rows (read at most every 10s).")
+	m.Pending = f.gauge("pending_events", "PENDING rows (read at most every 10s, from their index).")
 	m.OldestPendingAge = f.gauge("oldest_pending_age_seconds", "How long the most overdue PENDING row has been due (read at most every 10s).")
-	m.Failed = f.gauge("failed_events", "FAILED rows (read at most every 10s).")
+	m.Failed = f.gauge("failed_events", "FAILED rows (read at most every 10s, from their index).")
 	f.gaugeFunc("replication_silence_seconds",
 		"Seconds since the last message from PostgreSQL on the replication connection (0 while not streaming). "+
 			"The relay asks for a reply after a quarter of --replication-timeout and reconnects at all of it.",
@@ -401,8 +406,30 @@ func boolFloat(b bool) float64 {
 	return 0
 }
 
-// factory makes collectors named outbox_relay_<name> on one registry.
-type factory struct{ reg *prometheus.Registry }
+// Doc describes one of the relay's metrics for the metrics reference
+// (docs/operating.md).
+type Doc struct {
+	Name   string // outbox_relay_events_sent_total
+	Type   string // counter, gauge or histogram
+	Labels []string
+	Help   string
+}
+
+// Catalog lists the relay's own metrics (outbox_relay_*), in the order
+// they are made. The Go runtime's and the process's come besides.
+func Catalog() []Doc { return slices.Clone(New("").catalog) }
+
+// factory makes collectors named outbox_relay_<name> on one registry,
+// and lists each in docs.
+type factory struct {
+	reg  *prometheus.Registry
+	docs *[]Doc
+}
+
+// doc lists a metric.
+func (f factory) doc(kind, name, help string, labels ...string) {
+	*f.docs = append(*f.docs, Doc{Name: "outbox_relay_" + name, Type: kind, Labels: labels, Help: help})
+}
 
 // register registers c and returns it.
 func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
@@ -420,29 +447,36 @@ func (f factory) histogramOpts(name, help string, buckets []float64) prometheus.
 }
 
 func (f factory) counter(name, help string) prometheus.Counter {
+	f.doc("counter", name, help)
 	return register(f.reg, prometheus.NewCounter(prometheus.CounterOpts(f.opts(name, help))))
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	f.doc("counter", name, help, labels...)
 	return register(f.reg, prometheus.NewCounterVec(prometheus.CounterOpts(f.opts(name, help)), labels))
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
+	f.doc("gauge", name, help)
 	return register(f.reg, prometheus.NewGauge(prometheus.GaugeOpts(f.opts(name, help))))
 }
 
 func (f factory) gaugeFunc(name, help string, read func() float64) {
+	f.doc("gauge", name, help)
 	register(f.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(f.opts(name, help)), read))
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	f.doc("gauge", name, help, labels...)
 	return register(f.reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(f.opts(name, help)), labels))
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	f.doc("histogram", name, help)
 	return register(f.reg, prometheus.NewHistogram(f.histogramOpts(name, help, buckets)))
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	f.doc("histogram", name, help, labels...)
 	return register(f.reg, prometheus.NewHistogramVec(f.histogramOpts(name, help, buckets), labels))
 }

@@ -228,7 +228,7 @@ func Explain(err error) error {
 	case pgErr.Code == "42501" && connErr.Config.RuntimeParams["replication"] != "":
 		user := quoteIdent(connErr.Config.User)
 		hint = fmt.Sprintf("the relay's login role needs the REPLICATION attribute (a group's is not inherited): "+
-			"ALTER ROLE %s REPLICATION (on Amazon RDS and Aurora: GRANT rds_replication TO %s; README, Roles and privileges)", user, user)
+			"ALTER ROLE %s REPLICATION (on Amazon RDS and Aurora: GRANT rds_replication TO %s; docs/running.md: Roles and privileges)", user, user)
 	case pgErr.Code == "42501":
 		hint = fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", quoteIdent(connErr.Config.Database), quoteIdent(connErr.Config.User))
 	default:

@@ -11,33 +11,34 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
-// groups are the outbox's group roles, in the README table's column order.
+// groups are the outbox's group roles, in the grants table's column order.
 var groups = []string{"outbox_writer", "outbox_operator", "outbox_relay"}
 
-// grantsHeader opens the README's table of the groups' grants.
+// grantsHeader opens the table of the groups' grants in docs/running.md
+// (Roles and privileges).
 const grantsHeader = "| object | `outbox_writer` | `outbox_operator` | `outbox_relay` |"
 
-func TestRoles_TheREADMEsGrantsTableIsWhatTheCatalogSays(t *testing.T) {
+func TestRoles_TheDocumentedGrantsTableIsWhatTheCatalogSays(t *testing.T) {
 	t.Parallel()
 	_, pool := pgtest.Migrated(t) // migrated with the roles
 	want := grantsTable(t, pool)
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/running.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := readmeTable(string(readme))
+	got := grantsTableOf(string(page))
 	if got == "" {
-		t.Fatalf("README.md has no table that starts %q; it should be:\n%s", grantsHeader, want)
+		t.Fatalf("docs/running.md has no table that starts %q; it should be:\n%s", grantsHeader, want)
 	}
 	if got != want {
-		t.Errorf("README.md's grants table (Roles and privileges) is not what migrate grants; replace it with:\n%s\nREADME.md has:\n%s", want, got)
+		t.Errorf("docs/running.md's grants table (Roles and privileges) is not what migrate grants; replace it with:\n%s\ndocs/running.md has:\n%s", want, got)
 	}
 }
 
-// readmeTable returns the lines of the table that starts with grantsHeader.
-func readmeTable(readme string) string {
+// grantsTableOf returns the lines of page's table that starts with grantsHeader.
+func grantsTableOf(page string) string {
 	var out []string
-	for _, l := range strings.Split(readme, "\n") {
+	for _, l := range strings.Split(page, "\n") {
 		switch {
 		case l == grantsHeader:
 			out = append(out, l)
