@@ -6,6 +6,7 @@ import (
 	"net/http/pprof"
 	"strings"
 
+	"github.com/outbox-relay/outbox-relay/internal/console"
 	"github.com/outbox-relay/outbox-relay/internal/flagenv"
 )
 
@@ -33,7 +34,7 @@ func debugHandler(allowRemote bool) http.Handler {
 		if err != nil {
 			host = strings.Trim(r.Host, "[]") // no port
 		}
-		if !loopbackHost(host) {
+		if !console.IsLoopbackHost(host) {
 			http.Error(w, "--debug-addr answers only requests addressed to a loopback name (Host: localhost or 127.0.0.1)", http.StatusForbidden)
 			return
 		}
@@ -48,19 +49,9 @@ func checkDebugAddr(addr string, allowRemote bool) error {
 	if err != nil {
 		return flagenv.Usagef("--debug-addr %q: %v", addr, err)
 	}
-	if !allowRemote && !loopbackHost(host) {
+	if !allowRemote && !console.IsLoopbackHost(host) {
 		return flagenv.Usagef("--debug-addr %s is not a loopback address: the profiles show the process's memory and "+
 			"goroutines to whoever reaches the port; listen on 127.0.0.1 (or set --debug-addr-allow-remote)", addr)
 	}
 	return nil
-}
-
-// loopbackHost reports whether host names this machine only: localhost or
-// a loopback IP.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -97,7 +97,7 @@ func (c Config) Validate() error {
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", c.flag("listen"), c.listen(), err)
 	}
-	if c.ReadToken == "" && c.AdminToken == "" && !loopback(host) {
+	if c.ReadToken == "" && c.AdminToken == "" && !IsLoopbackHost(host) {
 		return fmt.Errorf("%s %s is not a loopback address: set %s (and %s) so that only "+
 			"operators can see and change the outbox", c.flag("listen"), c.listen(), c.flag("admin-token"), c.flag("read-token"))
 	}
@@ -135,9 +135,10 @@ func (c Config) listen() string {
 	return c.Listen
 }
 
-// loopback reports whether host (as hostName gives it) is a loopback name
-// or address.
-func loopback(host string) bool {
+// IsLoopbackHost reports whether host (without its port or brackets) names
+// this machine only: localhost or a loopback address. The console and the
+// relay's --debug-addr share it.
+func IsLoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}
@@ -191,7 +192,7 @@ type hosts struct {
 func newHosts(cfg Config) hosts {
 	listen, _, _ := net.SplitHostPort(cfg.listen())
 	listen = hostName(listen)
-	h := hosts{loopback: loopback(listen) || unspecified(listen), anyIP: unspecified(listen), names: map[string]bool{}}
+	h := hosts{loopback: IsLoopbackHost(listen) || unspecified(listen), anyIP: unspecified(listen), names: map[string]bool{}}
 	if listen != "" {
 		h.names[listen] = true
 	}
@@ -211,7 +212,7 @@ func (h hosts) serves(host string) bool {
 	switch {
 	case host == "":
 		return false
-	case h.loopback && loopback(host), h.names[host]:
+	case h.loopback && IsLoopbackHost(host), h.names[host]:
 		return true
 	}
 	return h.anyIP && net.ParseIP(host) != nil
@@ -425,7 +426,7 @@ func (c *Console) TLS() bool { return c.cert != nil }
 // warns first: tokens and payloads would cross the network in clear.
 func (c *Console) Serve(ctx context.Context, ln net.Listener) error {
 	srv := c.Server()
-	if host, _, _ := net.SplitHostPort(c.cfg.listen()); c.cert == nil && !loopback(hostName(host)) {
+	if host, _, _ := net.SplitHostPort(c.cfg.listen()); c.cert == nil && !IsLoopbackHost(hostName(host)) {
 		c.log.Warn("the console is served off loopback without TLS: its tokens and the outbox's payloads cross the "+
 			"network in clear; give "+c.cfg.flag("tls-cert-file")+" and "+c.cfg.flag("tls-key-file")+", or put TLS in front "+
 			"(docs/operating.md: The console)", zap.String("listen", c.cfg.listen()))
