@@ -45,17 +45,11 @@ func (b *bench) consolePhase(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("console: making 1,000 events FAILED: %w", err)
 	}
-	st, err := store.Open(b.o.dbURL, 30*time.Second)
+	srv, closeConsole, err := b.consoleServer()
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	c, err := console.New(st, console.Config{FailedKeyPolicy: "hold"})
-	if err != nil {
-		return err
-	}
-	srv := httptest.NewServer(c.Handler())
-	defer srv.Close()
+	defer closeConsole()
 	fmt.Fprintf(os.Stderr, "console: %d status rows, each page %d times\n", rows, b.o.consoleRuns)
 	for _, p := range consolePages {
 		var ms []float64
@@ -151,17 +145,11 @@ func (b *bench) incidentPhase(ctx context.Context) error {
 		}
 	}
 	defer b.exec(context.WithoutCancel(ctx), `ALTER TABLE outbox.deliveries RESET (autovacuum_enabled)`) //nolint:errcheck // best effort
-	st, err := store.Open(b.o.dbURL, 30*time.Second)
+	srv, closeConsole, err := b.consoleServer()
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	c, err := console.New(st, console.Config{FailedKeyPolicy: "hold"})
-	if err != nil {
-		return err
-	}
-	srv := httptest.NewServer(c.Handler())
-	defer srv.Close()
+	defer closeConsole()
 	if err := b.timeIncident(ctx, srv.URL, n, fmt.Sprintf("%d FAILED", failed)); err != nil {
 		return err
 	}
@@ -215,4 +203,21 @@ func postPage(ctx context.Context, url, form string) error {
 		return fmt.Errorf("%s: %s", resp.Status, body)
 	}
 	return nil
+}
+
+// consoleServer serves the console (keys held, as with
+// --failed-key-policy hold) over the bench's database on a loopback port;
+// stop stops it and closes its store.
+func (b *bench) consoleServer() (srv *httptest.Server, stop func(), err error) {
+	st, err := store.Open(b.o.dbURL, 30*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := console.New(st, console.Config{FailedKeyPolicy: "hold"})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	srv = httptest.NewServer(c.Handler())
+	return srv, func() { srv.Close(); st.Close() }, nil
 }
