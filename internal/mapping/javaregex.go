@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlclark/regexp2"
@@ -28,7 +29,16 @@ type TopicRouter struct {
 	groups               []string // Java's group numbers 1..n: a name, or "" for an unnamed group
 	unnamed              []int    // Java's number -> regexp2's, for unnamed groups (regexp2 numbers them first)
 	parts                []replacementPart
+	// routed remembers the topics of the values seen (an outbox table has
+	// few: its aggregate types), up to routedMax, so the regex runs once a
+	// value, not once an event.
+	mu     sync.Mutex
+	routed map[string]string
 }
+
+// routedMax bounds what a TopicRouter remembers; values past it are
+// routed each time.
+const routedMax = 4096
 
 // replacementPart is literal text or a group of the match.
 type replacementPart struct {
@@ -79,6 +89,29 @@ func (r *TopicRouter) Replacement() string { return r.replacement }
 
 // Route returns the topic of value.
 func (r *TopicRouter) Route(value string) (string, error) {
+	r.mu.Lock()
+	topic, ok := r.routed[value]
+	r.mu.Unlock()
+	if ok {
+		return topic, nil
+	}
+	topic, err := r.route(value)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	if r.routed == nil {
+		r.routed = map[string]string{}
+	}
+	if len(r.routed) < routedMax {
+		r.routed[value] = topic
+	}
+	r.mu.Unlock()
+	return topic, nil
+}
+
+// route runs the regex on value: Java's RegexRouter.
+func (r *TopicRouter) route(value string) (string, error) {
 	m, err := r.whole.FindStringMatch(value)
 	if err != nil {
 		return "", fmt.Errorf("route.topic.regex %q on %q: %w", r.pattern, value, err)
