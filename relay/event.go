@@ -121,9 +121,11 @@ func (l *layout) fill(e *event, values [][]byte, commitTime time.Time) {
 
 // read decodes the row's columns into what Kafka needs.
 func (l *layout) read(values [][]byte, commitTime time.Time) (ev kafka.Event, err error) {
-	if ev.Topic, err = l.text(l.topic, values); err != nil {
+	topic, err := l.text(l.topic, values)
+	if err != nil {
 		return ev, err
 	}
+	ev.Topic = string(topic)
 	if l.key >= 0 && values[l.key] != nil {
 		if ev.Key, err = l.text(l.key, values); err != nil {
 			return ev, err

@@ -46,7 +46,9 @@ type mappedLayout struct {
 	ce     *ceWriter // nil: not CloudEvents
 }
 
-// fill makes e's record from the row through the mapping, and e.copy: the
+// fill makes e's record from the row through the mapping (the names of
+// the headers it places were checked at start: Config.checkTableHeaders),
+// and e.copy: the
 // event's table and topic, which its status row carries, and the record,
 // kept (keptCopy) if it is not delivered on its first try. A row that
 // cannot be a record becomes INVALID_EVENT, its copy without a topic.
@@ -63,8 +65,8 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 		err = errors.New("the key is not UTF-8 text without NUL bytes, which per-key order needs")
 	}
 	if err == nil {
-		err = e.Build(kafka.Event{ID: e.id, Topic: []byte(rec.Topic), Key: rec.Key, Value: rec.Value,
-			Placed: placed(rec.Headers), Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
+		err = e.Build(kafka.Event{ID: e.id, Topic: rec.Topic, Key: rec.Key, Value: rec.Value,
+			Placed: placed(rec.Headers), PlacedChecked: true, Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
 			Partition: rec.Partition, Partitioned: rec.Partition >= 0, CloudEvents: m.ce != nil, KeylessTombstone: m.table.Debezium})
 	}
 	if err == nil && m.ce != nil {
@@ -144,7 +146,7 @@ func fillFromCopy(e *event, id [16]byte, c *store.Copy, ce *ceWriter, t *mapping
 			}
 			hs = append(hs, kafka.Header{Key: []byte(h[0]), Value: []byte(h[1])})
 		}
-		err = e.Build(kafka.Event{ID: id, Topic: []byte(c.Topic), Key: c.Key, Value: c.Value, Placed: hs,
+		err = e.Build(kafka.Event{ID: id, Topic: c.Topic, Key: c.Key, Value: c.Value, Placed: hs,
 			EventType: c.EventType, Timestamp: c.CreatedAt, Partition: c.Partition, Partitioned: c.Partition >= 0,
 			CloudEvents: ce != nil, KeylessTombstone: t != nil && t.Debezium})
 	}

@@ -145,7 +145,7 @@ func (b *breakerBundle) publish(t *testing.T, values ...string) []*Message {
 	msgs := make([]*Message, len(values))
 	for i, v := range values {
 		msgs[i] = &Message{}
-		if err := msgs[i].Build(Event{Topic: []byte("t"), Value: []byte(v)}); err != nil {
+		if err := msgs[i].Build(Event{Topic: "t", Value: []byte(v)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -307,7 +307,7 @@ func TestBreaker_PublishGivesUpWhenItsContextEndsDuringAnOutage(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		m := &Message{}
-		_ = m.Build(Event{Topic: []byte("t"), Value: []byte("b")})
+		_ = m.Build(Event{Topic: "t", Value: []byte("b")})
 		errc <- b.pub.Publish(ctx, []*Message{m}, b.out)
 	}()
 	cancel()

@@ -31,17 +31,29 @@ var (
 // named name because the relay writes headers by that name (in CloudEvents
 // mode too, when cloudEvents is set); nil otherwise.
 func ReservedHeader(name string, cloudEvents bool) error {
-	for _, set := range [][]string{reservedHeaders, cloudEventsHeaders} {
-		for _, p := range set {
-			if matchHeader(p, name) {
-				return fmt.Errorf("%q is reserved for the relay, which writes the %s headers", name, p)
-			}
-		}
-		if !cloudEvents {
-			break
-		}
+	if p := reservedBy(name, cloudEvents); p != "" {
+		return fmt.Errorf("%q is reserved for the relay, which writes the %s headers", name, p)
 	}
 	return nil
+}
+
+// reservedBy returns the reserved pattern name matches, "" for none. It
+// keeps no reference to name, so that a caller's string([]byte) conversion
+// is not copied to the heap on every record.
+func reservedBy(name string, cloudEvents bool) string {
+	for _, p := range reservedHeaders {
+		if matchHeader(p, name) {
+			return p
+		}
+	}
+	if cloudEvents {
+		for _, p := range cloudEventsHeaders {
+			if matchHeader(p, name) {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // matchHeader reports whether name matches pattern, without regard to case.
@@ -56,7 +68,7 @@ func matchHeader(pattern, name string) bool {
 // row's buffers; they must stay unchanged until the message's outcome.
 type Event struct {
 	ID    [16]byte
-	Topic []byte
+	Topic string
 	Key   []byte // nil: no key
 	Value []byte // nil: a tombstone (a null value), which needs a key
 	// Placed are headers placed first, in order (a mapped table's id
@@ -75,6 +87,10 @@ type Event struct {
 	// CloudEvents: the record becomes a CloudEvent, whose headers (ce_*,
 	// content-type) are reserved too (ReservedHeader).
 	CloudEvents bool
+	// PlacedChecked: Placed's names were checked against ReservedHeader
+	// before (a mapped table's names, at start), so Build does not check
+	// them again for every record.
+	PlacedChecked bool
 	// KeylessTombstone allows a tombstone without a key, as Debezium
 	// produces one (a compacted topic refuses it).
 	KeylessTombstone bool
@@ -115,7 +131,7 @@ func (m *Message) Build(ev Event) error {
 	if len(ev.Topic) == 0 {
 		return errors.New("topic is NULL or empty")
 	}
-	r.Topic = string(ev.Topic)
+	r.Topic = ev.Topic
 	if ev.Key != nil {
 		r.Key = sarama.ByteEncoder(ev.Key)
 	}
@@ -136,8 +152,8 @@ func (m *Message) Build(ev Event) error {
 	if ev.Placed != nil {
 		hs := make([]sarama.RecordHeader, len(ev.Placed), len(ev.Placed)+len(r.Headers)+2)
 		for i, h := range ev.Placed {
-			if err := ReservedHeader(string(h.Key), ev.CloudEvents); err != nil {
-				return fmt.Errorf("header %w", err)
+			if !ev.PlacedChecked && reservedBy(string(h.Key), ev.CloudEvents) != "" {
+				return fmt.Errorf("header %w", ReservedHeader(string(h.Key), ev.CloudEvents))
 			}
 			hs[i] = sarama.RecordHeader{Key: h.Key, Value: h.Value}
 		}

@@ -162,7 +162,7 @@ func TestPublisher_KeepsKeyOrderAcrossShortOutagesWhileTheOldProducerStillRetrie
 	published.Go(func() {
 		for i := 0; ctx.Err() == nil; i++ {
 			m := &Message{}
-			if err := m.Build(Event{Topic: []byte("orders"), Key: []byte("k" + strconv.Itoa(i%keys)),
+			if err := m.Build(Event{Topic: "orders", Key: []byte("k" + strconv.Itoa(i%keys)),
 				Value: []byte(strconv.Itoa(i))}); err != nil {
 				t.Error(err)
 				return

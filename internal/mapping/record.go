@@ -65,7 +65,7 @@ type Bound struct {
 	envelope []Placement       // t's envelope placements
 	seq      int               // the index of outbox_seq; -1: none
 	trace    int               // the index of the trace context column; -1: none
-	routes   map[string]string // route value -> topic through t.TopicRouter (few values, many rows)
+	routes   map[string]string // template result -> topic (through t.TopicRouter): few values, many rows
 	// defaults are Debezium's column defaults by column index (nil
 	// without any), put in place of a NULL in every column but those
 	// read with Connect's typed getters (topic, timestamp, partition);
@@ -84,7 +84,7 @@ type topicPart struct {
 	column bool
 }
 
-// maxRoutes bounds the route cache; past it routes are computed each time.
+// maxRoutes bounds the topic cache; past it topics are computed each time.
 const maxRoutes = 4096
 
 // Bind finds t's columns in rel. Check must have run: it read which columns
@@ -128,9 +128,7 @@ func (t *Table) Bind(rel *cdc.Relation) (*Bound, error) {
 	if last < len(t.Topic) {
 		b.parts = append(b.parts, topicPart{text: t.Topic[last:]})
 	}
-	if t.TopicRouter != nil {
-		b.routes = map[string]string{}
-	}
+	b.routes = map[string]string{}
 	if t.IDHeader != "" {
 		b.idHeader = []byte(t.IDHeader)
 	}
@@ -299,7 +297,7 @@ func (b *Bound) key(values [][]byte) ([]byte, error) {
 // the partition into r.Partition.
 func (b *Bound) headers(values [][]byte, id []byte, r *Record) error {
 	t := b.t
-	r.Headers = append(r.Headers, t.ContextHeaders...)
+	r.Headers = append(make([]Header, 0, len(t.ContextHeaders)+1+len(t.Placements)), t.ContextHeaders...)
 	if t.IDHeader != "" {
 		v := id
 		if t.HeaderConverter == JSON {
@@ -358,10 +356,12 @@ func (b *Bound) traceAndCloudEvents(values [][]byte, r *Record) error {
 	return nil
 }
 
-// topic fills the template and applies the regex.
+// topic fills the template and applies the regex. The topic of each
+// template result is remembered (up to maxRoutes), so a row whose result
+// was seen before costs a lookup: no string, no regex.
 func (b *Bound) topic(values [][]byte) (string, error) {
-	t := b.t
-	var buf []byte
+	var arr [128]byte
+	buf := arr[:0]
 	for _, p := range b.parts {
 		if !p.column {
 			buf = append(buf, p.text...)
@@ -376,22 +376,23 @@ func (b *Bound) topic(values [][]byte) (string, error) {
 		}
 		buf = append(buf, v...)
 	}
-	topic := string(buf)
-	if t.TopicRouter != nil {
-		if routed, ok := b.routes[topic]; ok {
-			return routed, nil
-		}
-		routed, err := t.TopicRouter.Route(topic)
+	if routed, ok := b.routes[string(buf)]; ok {
+		return routed, nil
+	}
+	value := string(buf)
+	topic := value
+	if t := b.t; t.TopicRouter != nil {
+		routed, err := t.TopicRouter.Route(value)
 		if err != nil {
 			return "", err
-		}
-		if len(b.routes) < maxRoutes {
-			b.routes[topic] = routed
 		}
 		topic = routed
 	}
 	if topic == "" {
 		return "", errors.New("the topic is empty")
+	}
+	if len(b.routes) < maxRoutes {
+		b.routes[value] = topic
 	}
 	return topic, nil
 }
