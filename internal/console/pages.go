@@ -468,6 +468,11 @@ type topicRow struct {
 	store.TopicCounts
 	store.TopicDetail
 	PendingAtLeast bool // the oldest PENDING is of the first Bound read
+	// LastHour is the events the relays recorded SENT and FAILED in the
+	// last hour (outbox.delivery_minutes); InOther: it has no counts of its
+	// own there while (other) has some, so they may be in (other).
+	LastHour store.MinuteCount
+	InOther  bool
 }
 
 // topics shows each topic with rows: counts by status (as the overview
@@ -492,9 +497,21 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 	for _, x := range details {
 		byTopic[x.Topic] = x
 	}
+	hour, err := c.st.DeliveryTopics(r.Context(), c.now().UTC().Truncate(time.Minute).Add(-59*time.Minute))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	lastHour := map[string]store.MinuteCount{}
+	for _, x := range hour {
+		lastHour[x.Topic] = x
+	}
+	_, other := lastHour[metrics.TopicOther]
 	for _, t := range counts.Topics {
 		x := byTopic[t.Topic]
-		d.Topics = append(d.Topics, topicRow{TopicCounts: t, TopicDetail: x, PendingAtLeast: x.PendingRead >= int64(overviewBound)})
+		h, ok := lastHour[t.Topic]
+		d.Topics = append(d.Topics, topicRow{TopicCounts: t, TopicDetail: x, PendingAtLeast: x.PendingRead >= int64(overviewBound),
+			LastHour: h, InOther: !ok && other})
 	}
 	c.render(w, r, "topics.html", "Topics", d)
 }

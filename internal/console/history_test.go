@@ -1,0 +1,121 @@
+package console_test
+
+import (
+	"context"
+	"html"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+)
+
+// hostileTopic is a topic name a writer could choose to attack the page.
+const hostileTopic = `<script>alert("t")</script>'"`
+
+// seedMinutes writes per-minute counts as relays would, relative to the
+// database's clock: two topics, a hostile name, (other), and a minute
+// older than the 24 hours shown.
+func seedMinutes(t *testing.T, dbURL string) {
+	t.Helper()
+	pool := pgtest.Pool(t, dbURL)
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO outbox.delivery_minutes (minute, topic, delivered, failed)
+		SELECT date_trunc('minute', now()) - x.ago * interval '1 minute', x.topic, x.delivered, x.failed
+		FROM (VALUES (2, 'orders', 1200, 3), (90, 'orders', 50, 0), (10, 'payments', 7, 2), (5, $1, 1, 1),
+		             (3, '(other)', 4, 0), (25 * 60, 'orders', 999, 99)) x (ago, topic, delivered, failed)`, hostileTopic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cellOf returns the text of the element with id on page.
+func cellOf(page, id string) string {
+	m := regexp.MustCompile(`(?s)id="` + id + `">(.*?)</td>`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(m[1], ""))
+}
+
+// The History page shows the relays' per-minute counts of the last 24
+// hours: the totals the table holds, a chart of each series, each topic
+// linked to its own history, events and FAILED list, hostile names as text.
+func TestConsole_HistoryShowsTheLast24HoursOfPerMinuteCountsInTotalAndPerTopic(t *testing.T) {
+	t.Parallel()
+	srv, _, dbURL := serve(t, "")
+	seedMinutes(t, dbURL)
+	pool := pgtest.Pool(t, dbURL)
+	window := `minute > date_trunc('minute', now()) - interval '24 hours'`
+	delivered := pgtest.Count(t, pool, `SELECT sum(delivered) FROM outbox.delivery_minutes WHERE `+window)
+	failed := pgtest.Count(t, pool, `SELECT sum(failed) FROM outbox.delivery_minutes WHERE `+window)
+
+	code, body := get(t, srv, "/history", readToken)
+	if code != http.StatusOK {
+		t.Fatalf("/history: %d\n%s", code, body)
+	}
+	if got, want := cellOf(body, "history-delivered"), thousandsOf(int64(delivered)); got != want || want != "1,262" {
+		t.Errorf("delivered over 24 hours: page %q, table %q (want 1,262: the minute of 25 hours ago left out)", got, want)
+	}
+	if got, want := cellOf(body, "history-failed"), thousandsOf(int64(failed)); got != want || want != "6" {
+		t.Errorf("FAILED over 24 hours: page %q, table %q", got, want)
+	}
+	if n := strings.Count(body, `<svg class="chart"`); n != 2 || !regexp.MustCompile(`<path class="failed" d="M\d+ \d+v-\d+`).MatchString(body) {
+		t.Errorf("want two charts, the FAILED one with a line for each minute that has failures; %d charts:\n%s", n, body)
+	}
+	orders := regexp.MustCompile(`(?s)<tr><td><a href="/history\?topic=orders">orders</a></td>.*?</tr>`).FindString(body)
+	for _, want := range []string{`<a href="/events?status=SENT&amp;topic=orders">1,250</a>`, `<a href="/failed?topic=orders">3</a>`,
+		`<a href="/events?topic=orders">`} {
+		if !strings.Contains(orders, want) {
+			t.Errorf("the row of orders lacks %s:\n%s", want, orders)
+		}
+	}
+	if strings.Contains(body, "<script>alert") || !strings.Contains(body, html.EscapeString(`<script>alert(`)) {
+		t.Errorf("the hostile topic name is not shown as text:\n%s", body)
+	}
+	if strings.Contains(body, `/failed?topic=%28other%29`) || !strings.Contains(body, `<a href="/history?topic=%28other%29">(other)</a>`) {
+		t.Errorf("(other) is not a topic: it links to its history only")
+	}
+
+	code, body = get(t, srv, "/history?topic=orders", readToken)
+	if code != http.StatusOK || cellOf(body, "history-delivered") != "1,250" || cellOf(body, "history-failed") != "3" ||
+		!strings.Contains(body, `<a href="/failed?topic=orders">3</a>`) {
+		t.Errorf("/history?topic=orders: %d, delivered %q and FAILED %q, want 1,250 and 3 linked to its lists\n%s", code,
+			cellOf(body, "history-delivered"), cellOf(body, "history-failed"), body)
+	}
+	hours := regexp.MustCompile(`<td class="n">([\d,]+)</td><td class="n">[\d,]+</td></tr>`).FindAllStringSubmatch(body, -1)
+	var sum int64
+	for _, h := range hours {
+		n, _ := strconv.ParseInt(strings.ReplaceAll(h[1], ",", ""), 10, 64)
+		sum += n
+	}
+	if len(hours) < 24 || sum != 1250 {
+		t.Errorf("/history?topic=orders per hour: %d hours summing to %d delivered, want every hour of the window and 1,250", len(hours), sum)
+	}
+
+	for _, bad := range []string{"/history?topic=%00", "/history?topic=a%00b", "/history?topic=%ff%fe"} {
+		if code, body := get(t, srv, bad, readToken); code != http.StatusBadRequest || !strings.Contains(body, "topic") ||
+			strings.Contains(body, "SQLSTATE") {
+			t.Errorf("%s: %d %q, want 400 naming topic", bad, code, body)
+		}
+	}
+}
+
+// The Topics page shows each topic's events delivered and FAILED in the
+// last hour, from the same per-minute counts, linked to its history.
+func TestConsole_TopicsShowTheirDeliveredAndFailedInTheLastHour(t *testing.T) {
+	t.Parallel()
+	srv, _, dbURL := serve(t, "")
+	seedMinutes(t, dbURL)
+	code, body := get(t, srv, "/topics", readToken)
+	for topic, want := range map[string]string{
+		"orders":   `<a href="/history\?topic=orders">1,200</a></td>\s*<td class="n"><a href="/history\?topic=orders">3</a>`,
+		"payments": `<a href="/history\?topic=payments">7</a></td>\s*<td class="n"><a href="/history\?topic=payments">2</a>`,
+	} {
+		row := regexp.MustCompile(`(?s)<td><a href="/events\?topic=` + topic + `">` + topic + `</a></td>.*?</tr>`).FindString(body)
+		if code != http.StatusOK || !regexp.MustCompile(want).MatchString(row) {
+			t.Errorf("/topics: %d, the row of %s lacks its last hour (%s):\n%s", code, topic, want, row)
+		}
+	}
+}
