@@ -222,7 +222,8 @@ func TestBrowser_ACrossOriginPostIsRefused(t *testing.T) {
 }
 
 // The screenshots of docs/operating.md: the overview and a FAILED event, from the
-// demo's events. With OUTBOX_SCREENSHOTS=DIR they are written there
+// demo's events, and the History of a day of such traffic (per-minute counts as
+// the relays write them: a daily wave, a burst of INVALID_TOPIC on invoices). With OUTBOX_SCREENSHOTS=DIR they are written there
 // (docs/); without, the test only checks that they are taken.
 func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 	dbURL, pool := pgtest.Migrated(t)
@@ -246,6 +247,15 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 		SELECT event_id::text FROM d WHERE failure_reason = 'INVALID_TOPIC'`).Scan(&failed); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO outbox.delivery_minutes (minute, topic, delivered, failed)
+		SELECT date_trunc('minute', now()) - m * interval '1 minute', t.topic,
+		       round(t.base * (1.5 + sin(2 * pi() * m / 1440)) + (m * 7919) % 11),
+		       CASE WHEN t.topic = 'invoices' AND m BETWEEN 300 AND 345 THEN 2 + m % 5
+		            WHEN t.topic = 'orders' AND m % 181 = 0 THEN 1 ELSE 0 END
+		FROM generate_series(0, 1439) m, (VALUES ('orders', 40), ('payments', 15), ('invoices', 6)) t (topic, base)`); err != nil {
+		t.Fatal(err)
+	}
 	c, err := console.New(store.New(pgtest.Pool(t, pgtest.OperatorURL(dbURL))), console.Config{AdminToken: adminToken})
 	if err != nil {
 		t.Fatal(err)
@@ -253,14 +263,16 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
 	ctx := browser(t, adminToken)
-	var overview, event []byte
+	var overview, event, history []byte
 	run(t, ctx, chromedp.EmulateViewport(1200, 800), chromedp.Navigate(srv.URL+"/"), chromedp.FullScreenshot(&overview, 100),
-		chromedp.Navigate(srv.URL+"/events/"+failed+"?payload=show"), chromedp.FullScreenshot(&event, 100))
-	if len(overview) < 1000 || len(event) < 1000 {
-		t.Fatalf("screenshots of %d and %d bytes", len(overview), len(event))
+		chromedp.Navigate(srv.URL+"/events/"+failed+"?payload=show"), chromedp.FullScreenshot(&event, 100),
+		chromedp.Navigate(srv.URL+"/history"), chromedp.WaitVisible(`svg.chart`), chromedp.FullScreenshot(&history, 100))
+	if len(overview) < 1000 || len(event) < 1000 || len(history) < 1000 {
+		t.Fatalf("screenshots of %d, %d and %d bytes", len(overview), len(event), len(history))
 	}
 	if dir := os.Getenv("OUTBOX_SCREENSHOTS"); dir != "" {
-		for name, b := range map[string][]byte{"console-overview.png": overview, "console-failed-event.png": event} {
+		for name, b := range map[string][]byte{"console-overview.png": overview, "console-failed-event.png": event,
+			"console-history.png": history} {
 			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 				t.Fatal(err)
 			}

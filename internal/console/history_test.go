@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 )
 
@@ -117,5 +119,41 @@ func TestConsole_TopicsShowTheirDeliveredAndFailedInTheLastHour(t *testing.T) {
 		if code != http.StatusOK || !regexp.MustCompile(want).MatchString(row) {
 			t.Errorf("/topics: %d, the row of %s lacks its last hour (%s):\n%s", code, topic, want, row)
 		}
+	}
+}
+
+// In Chromium: History is reached from the overview, draws its two charts
+// (the hostile topic name runs nothing), filters by topic, and its counts
+// lead to the topic's history and on to its FAILED events.
+func TestBrowser_TheHistoryIsReachedFromTheOverviewAndLeadsToTheLists(t *testing.T) {
+	srv, _, dbURL := serve(t, "")
+	seedMinutes(t, dbURL)
+	ctx := browser(t, readToken)
+	var charts int
+	var failedPath, topics, url1, delivered, url2, url3 string
+	run(t, ctx, chromedp.Navigate(srv.URL+"/"), chromedp.Click(`nav a[href="/history"]`, chromedp.NodeVisible),
+		chromedp.WaitVisible(`svg.chart`),
+		chromedp.Evaluate(`[...document.querySelectorAll("svg.chart")].filter(s => s.getBoundingClientRect().width > 500).length`, &charts),
+		chromedp.AttributeValue(`svg.chart path.failed`, "d", &failedPath, nil),
+		chromedp.Text(`#history-topics`, &topics),
+		chromedp.Click(`#history-topics a[href="/history?topic=orders"]`, chromedp.NodeVisible), chromedp.WaitVisible(`#history-delivered`),
+		chromedp.Location(&url1), chromedp.Text(`#history-delivered`, &delivered),
+		chromedp.Click(`#history-failed a`, chromedp.NodeVisible), chromedp.WaitVisible(`h1`), chromedp.Location(&url2),
+		chromedp.Navigate(srv.URL+"/history"), chromedp.SetValue(`#history-filter input[name=topic]`, "payments"),
+		chromedp.Submit(`#history-filter input[name=topic]`), chromedp.WaitVisible(`#history-delivered`), chromedp.Location(&url3))
+	if charts != 2 || strings.Count(failedPath, "M") != 3 {
+		t.Errorf("%d charts drawn, the FAILED one %q; want 2, and a line for each of the 3 minutes with failures", charts, failedPath)
+	}
+	if !strings.Contains(topics, hostileTopic) {
+		t.Errorf("the topics %q lack the hostile name as text", topics)
+	}
+	if !strings.HasSuffix(url1, "/history?topic=orders") || delivered != "1,250" {
+		t.Errorf("from orders' row: %s showing %q delivered, want its history with 1,250", url1, delivered)
+	}
+	if !strings.HasSuffix(url2, "/failed?topic=orders") {
+		t.Errorf("orders' FAILED count leads to %s, want its FAILED list", url2)
+	}
+	if !strings.HasSuffix(url3, "/history?topic=payments") {
+		t.Errorf("the topic filter leads to %s", url3)
 	}
 }
