@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -78,14 +77,5 @@ func TestHistory_TheRelayDeletesMinutesPastTheHistoryRetention(t *testing.T) {
 	})
 	if n := pgtest.Count(t, b.pool, `SELECT delivered FROM outbox.delivery_minutes`); n != 11 {
 		t.Fatalf("the row kept has %d delivered, want the recent minute's 11", n)
-	}
-}
-
-func TestHistory_ARetentionShorterThanAnHourIsRefusedNamingTheFlag(t *testing.T) {
-	t.Parallel()
-	cfg := relay.Config{DatabaseURL: "postgres://x@localhost/db", Kafka: relay.KafkaConfig{Brokers: []string{"localhost:9092"}},
-		HistoryRetention: 30 * time.Minute}
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--history-retention") {
-		t.Fatalf("Validate: %v, want an error naming --history-retention", err)
 	}
 }
