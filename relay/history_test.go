@@ -14,17 +14,22 @@ import (
 // minutesMatch reports whether outbox.delivery_minutes holds, per topic
 // label, what outbox.deliveries holds: every SENT event of orders
 // delivered, every FAILED one failed (under its topic, or "(refused)" when
-// it was never sent to a topic of its own), and nothing else.
+// it was never sent to a topic of its own), and nothing else; and the same
+// in every minute's total ("(all)") and in outbox.delivery_hours.
 func (b *testBundle) minutesMatch(t *testing.T) (bool, string) {
 	t.Helper()
 	sent := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
 	failed := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'FAILED'`)
 	delivered := pgtest.Count(t, b.pool, `SELECT coalesce(sum(delivered), 0) FROM outbox.delivery_minutes WHERE topic = 'orders'`)
 	counted := pgtest.Count(t, b.pool, `SELECT coalesce(sum(failed), 0) FROM outbox.delivery_minutes WHERE topic IN ('missing', '(refused)')`)
-	others := pgtest.Count(t, b.pool, `SELECT coalesce(sum(delivered + failed), 0) - $1 - $2 FROM outbox.delivery_minutes`, delivered, counted)
-	got := fmt.Sprintf("delivery_minutes: %d delivered, %d failed, %d elsewhere; deliveries: %d SENT, %d FAILED",
-		delivered, counted, others, sent, failed)
-	return sent == 30 && failed == 4 && delivered == sent && counted == failed && others == 0, got
+	others := pgtest.Count(t, b.pool, `SELECT coalesce(sum(delivered + failed), 0) - $1 - $2 FROM outbox.delivery_minutes
+		WHERE topic <> '(all)'`, delivered, counted)
+	all := pgtest.Count(t, b.pool, `SELECT coalesce(sum(delivered), 0) * 1000 + coalesce(sum(failed), 0) FROM outbox.delivery_minutes
+		WHERE topic = '(all)'`)
+	hours := pgtest.Count(t, b.pool, `SELECT coalesce(sum(delivered), 0) * 1000 + coalesce(sum(failed), 0) FROM outbox.delivery_hours`)
+	got := fmt.Sprintf("delivery_minutes: %d delivered, %d failed, %d elsewhere, (all) %d; delivery_hours %d; deliveries: %d SENT, %d FAILED",
+		delivered, counted, others, all, hours, sent, failed)
+	return sent == 30 && failed == 4 && delivered == sent && counted == failed && others == 0 && all == 30004 && hours == all, got
 }
 
 // The relay counts what it recorded SENT and FAILED per minute and topic

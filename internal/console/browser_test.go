@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -247,15 +248,26 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 		SELECT event_id::text FROM d WHERE failure_reason = 'INVALID_TOPIC'`).Scan(&failed); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(context.Background(), `
-		INSERT INTO outbox.delivery_minutes (minute, topic, delivered, failed)
-		SELECT date_trunc('minute', now()) - m * interval '1 minute', t.topic,
-		       round(t.base * (1.5 + sin(2 * pi() * m / 1440)) + (m * 7919) % 11),
-		       CASE WHEN t.topic = 'invoices' AND m BETWEEN 300 AND 345 THEN 2 + m % 5
-		            WHEN t.topic = 'orders' AND m % 181 = 0 THEN 1 ELSE 0 END
-		FROM generate_series(0, 1439) m, (VALUES ('orders', 40), ('payments', 15), ('invoices', 6)) t (topic, base)`); err != nil {
-		t.Fatal(err)
-	}
+	addMinutes(t, dbURL, func(now time.Time) []store.MinuteCount {
+		var counts []store.MinuteCount
+		for m := range 25 * 60 {
+			for _, x := range []struct {
+				topic string
+				base  float64
+			}{{"orders", 40}, {"payments", 15}, {"invoices", 6}} {
+				c := store.MinuteCount{Minute: now.Add(-time.Duration(m) * time.Minute), Topic: x.topic,
+					Delivered: int64(x.base*(1.5+math.Sin(2*math.Pi*float64(m)/1440))) + int64(m*7919%11)}
+				switch {
+				case x.topic == "invoices" && m >= 300 && m <= 345:
+					c.Failed = int64(2 + m%5)
+				case x.topic == "orders" && m%181 == 0:
+					c.Failed = 1
+				}
+				counts = append(counts, c)
+			}
+		}
+		return counts
+	})
 	c, err := console.New(store.New(pgtest.Pool(t, pgtest.OperatorURL(dbURL))), console.Config{AdminToken: adminToken})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,10 +10,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/store"
 )
-
-// historyMinutes is how far back the History page looks: the last 24
-// hours, a minute a point, the current minute last.
-const historyMinutes = 24 * 60
 
 // Chart geometry: a pixel a minute, historyChartHeight pixels for the
 // busiest minute, room for the axes' labels around.
@@ -69,42 +66,45 @@ func specialTopic(topic string) bool {
 }
 
 // history shows events delivered and failed per minute over the last 24
-// hours, of every topic or of ?topic=, from the per-minute counts the
-// relays write (outbox.delivery_minutes), never from outbox.deliveries.
+// hours (from the hour 24 hours ago to the current minute: whole hours,
+// so that the per-hour and per-topic totals cover the same minutes), of
+// every topic or of ?topic=, from the counts the relays write: a row a
+// minute (outbox.delivery_minutes, the topic's or the total's) and, for
+// the topics' totals, a row a topic and hour (outbox.delivery_hours); never
+// from outbox.deliveries.
 func (c *Console) history(w http.ResponseWriter, r *http.Request) {
 	to := c.now().UTC().Truncate(time.Minute)
-	from := to.Add(-(historyMinutes - 1) * time.Minute)
+	from := to.Truncate(time.Hour).Add(-24 * time.Hour)
+	n := int(to.Sub(from)/time.Minute) + 1
 	d := historyData{Topic: r.URL.Query().Get("topic"), From: from, To: to}
 	d.Special = specialTopic(d.Topic)
-	minutes, err := c.st.DeliveryMinutes(r.Context(), from, d.Topic)
+	minutes, err := c.st.DeliveryMinutes(r.Context(), from, cmp.Or(d.Topic, store.AllTopics))
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	delivered := make([]int64, historyMinutes)
-	failed := make([]int64, historyMinutes)
-	d.Hours = make([]store.MinuteCount, 0, historyMinutes/60+1)
-	for h := from.Truncate(time.Hour); !h.After(to); h = h.Add(time.Hour) {
+	delivered := make([]int64, n)
+	failed := make([]int64, n)
+	for h := from; !h.After(to); h = h.Add(time.Hour) {
 		d.Hours = append(d.Hours, store.MinuteCount{Minute: h})
 	}
-	first := d.Hours[0].Minute
 	for _, m := range minutes {
 		i := int(m.Minute.Sub(from) / time.Minute)
-		if i < 0 || i >= historyMinutes { // a relay's clock ahead of the console's
+		if i < 0 || i >= n { // a relay's clock ahead of the console's
 			continue
 		}
 		delivered[i] += m.Delivered
 		failed[i] += m.Failed
 		d.Delivered += m.Delivered
 		d.Failed += m.Failed
-		hour := &d.Hours[int(m.Minute.Sub(first)/time.Hour)]
+		hour := &d.Hours[i/60]
 		hour.Delivered += m.Delivered
 		hour.Failed += m.Failed
 	}
 	d.DeliveredChart = drawChart(delivered, from, "events delivered per minute", "delivered")
 	d.FailedChart = drawChart(failed, from, "events failed per minute", "failed")
 	if d.Topic == "" {
-		topics, err := c.st.DeliveryTopics(r.Context(), from)
+		topics, err := c.st.DeliveryTopicsByHour(r.Context(), from)
 		if err != nil {
 			c.fail(w, r, err)
 			return

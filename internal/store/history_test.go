@@ -52,12 +52,20 @@ func TestHistory_SeveralWritersAddUp(t *testing.T) {
 	wantDelivered, wantFailed := flushes*(1+2+3+4), flushes*writers
 	rows := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_minutes WHERE delivered = $1 AND failed = $2`,
 		wantDelivered, wantFailed)
-	if all := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_minutes`); rows != minutes*len(topics) || all != rows {
+	all := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_minutes WHERE topic <> '(all)'`)
+	if rows != minutes*len(topics) || all != rows {
 		t.Fatalf("%d of %d rows have %d delivered and %d failed, want all %d", rows, all, wantDelivered, wantFailed, minutes*len(topics))
+	}
+	totals := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_minutes WHERE topic = '(all)' AND delivered = $1 AND failed = $2`,
+		len(topics)*wantDelivered, len(topics)*wantFailed)
+	hours := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_hours WHERE hour = $1 AND delivered = $2 AND failed = $3`,
+		start, minutes*wantDelivered, minutes*wantFailed)
+	if totals != minutes || hours != len(topics) || pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_hours`) != hours {
+		t.Fatalf("%d minutes' totals (want %d) and %d hours' rows (want %d, one a topic) add up", totals, minutes, hours, len(topics))
 	}
 
 	st := store.New(pool)
-	total, err := st.DeliveryMinutes(ctx, start, "")
+	total, err := st.DeliveryMinutes(ctx, start, store.AllTopics)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +77,10 @@ func TestHistory_SeveralWritersAddUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	byHour, err := st.DeliveryTopicsByHour(ctx, start)
+	if err != nil || fmt.Sprint(byHour) != fmt.Sprint(byTopic) {
+		t.Fatalf("per topic, from the hours: %v (%v); from the minutes: %v", byHour, err, byTopic)
+	}
 	got := fmt.Sprint(len(total), total[0].Delivered, total[0].Failed, len(one), one[0].Minute.Equal(start.Add(time.Minute)), one[0].Delivered,
 		len(byTopic), byTopic[0].Delivered)
 	want := fmt.Sprint(minutes, 3*wantDelivered, 3*wantFailed, minutes-1, true, wantDelivered, len(topics), minutes*wantDelivered)
@@ -79,7 +91,7 @@ func TestHistory_SeveralWritersAddUp(t *testing.T) {
 }
 
 // DeleteDeliveryMinutes deletes the minutes before its cutoff, every topic
-// of them, and no other.
+// of them, and the hours that ended before it, and no other.
 func TestHistory_DeletingKeepsTheMinutesFromTheCutoffOn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -96,10 +108,14 @@ func TestHistory_DeletingKeepsTheMinutesFromTheCutoffOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, err := st.DeleteDeliveryMinutes(ctx, cutoff)
-	if err != nil || n != 4 {
-		t.Fatalf("deleted %d rows (%v), want the 4 of the two minutes before the cutoff", n, err)
+	// Minutes: 8:00 and 9:59 (two topics and their total each); hours: 8:00
+	// (two topics); 9:00 ends at the cutoff, 10:00 after.
+	if err != nil || n != 6+2 {
+		t.Fatalf("deleted %d rows (%v), want the 6 of the two minutes before the cutoff and the 2 of the hour before", n, err)
 	}
-	if left := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_minutes WHERE minute >= $1`, cutoff); left != 4 {
-		t.Fatalf("%d rows from the cutoff on are left, want 4", left)
+	left := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_minutes WHERE minute >= $1`, cutoff)
+	hours := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_hours`)
+	if all := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_minutes`); left != 6 || all != left || hours != 4 {
+		t.Fatalf("%d rows of %d from the cutoff on are left, want 6 of 6, and %d hours' rows, want 4", left, all, hours)
 	}
 }

@@ -1,6 +1,6 @@
--- Events delivered and failed per minute, every topic summed, from minute
--- $1 on, oldest first (the primary key's range).
-SELECT m.minute, sum(m.delivered)::bigint, sum(m.failed)::bigint
+-- Events of topic $2 ('(all)': every topic) delivered and failed per
+-- minute from minute $1 on, oldest first (delivery_minutes_topic_idx).
+SELECT m.minute, m.delivered, m.failed
 FROM outbox.delivery_minutes m
-WHERE m.minute >= $1
-GROUP BY m.minute ORDER BY m.minute
+WHERE m.topic = $2 AND m.minute >= $1
+ORDER BY m.minute
