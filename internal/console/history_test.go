@@ -126,15 +126,27 @@ func TestConsole_HistoryShowsTheLast24HoursOfPerMinuteCountsInTotalAndPerTopic(t
 }
 
 // The Topics page shows each topic's events delivered and FAILED in the
-// last hour, from the same per-minute counts, linked to its history.
+// last hour, from the same per-minute counts, linked to its history; a
+// topic without counts of its own says where they may be instead of 0.
 func TestConsole_TopicsShowTheirDeliveredAndFailedInTheLastHour(t *testing.T) {
 	t.Parallel()
 	srv, _, dbURL := serve(t, "")
 	seedMinutes(t, dbURL)
+	// invoices: FAILED, never sent, so counted under (refused) (the seed
+	// has (other) too): its last hour is not its own.
+	addMinutes(t, dbURL, func(now time.Time) []store.MinuteCount {
+		return []store.MinuteCount{{Minute: now, Topic: "(refused)", Failed: 1}}
+	})
+	if _, err := pgtest.Pool(t, dbURL).Exec(context.Background(), `
+		WITH ev AS (INSERT INTO outbox.events (topic, payload) VALUES ('invoices', '{}') RETURNING id, topic)
+		INSERT INTO outbox.deliveries (event_id, topic, status, failure_reason) SELECT id, topic, 'FAILED', 'INVALID_TOPIC' FROM ev`); err != nil {
+		t.Fatal(err)
+	}
 	code, body := get(t, srv, "/topics", readToken)
 	for topic, want := range map[string]string{
 		"orders":   `<a href="/history\?topic=orders">1,200</a></td>\s*<td class="n"><a href="/history\?topic=orders">3</a>`,
 		"payments": `<a href="/history\?topic=payments">7</a></td>\s*<td class="n"><a href="/history\?topic=payments">2</a>`,
+		"invoices": `<td colspan="2">none of its own; in <a href="/history\?topic=%28other%29">\(other\)</a> or <a href="/history\?topic=%28refused%29">\(refused\)</a></td>`,
 	} {
 		row := regexp.MustCompile(`(?s)<td><a href="/events\?topic=` + topic + `">` + topic + `</a></td>.*?</tr>`).FindString(body)
 		if code != http.StatusOK || !regexp.MustCompile(want).MatchString(row) {

@@ -469,10 +469,10 @@ type topicRow struct {
 	store.TopicDetail
 	PendingAtLeast bool // the oldest PENDING is of the first Bound read
 	// LastHour is the events the relays recorded SENT and FAILED in the
-	// last hour (outbox.delivery_minutes); InOther: it has no counts of its
-	// own there while (other) has some, so they may be in (other).
+	// last hour (outbox.delivery_minutes). Folded: it has no counts of its
+	// own there while (other) or (refused) have some, which may be its.
 	LastHour store.MinuteCount
-	InOther  bool
+	Folded   []string
 }
 
 // topics shows each topic with rows: counts by status (as the overview
@@ -506,12 +506,21 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 	for _, x := range hour {
 		lastHour[x.Topic] = x
 	}
-	_, other := lastHour[metrics.TopicOther]
+	var folded []string // the labels of many topics that have counts
+	for _, label := range []string{metrics.TopicOther, metrics.TopicRefused} {
+		if _, ok := lastHour[label]; ok {
+			folded = append(folded, label)
+		}
+	}
 	for _, t := range counts.Topics {
 		x := byTopic[t.Topic]
-		h, ok := lastHour[t.Topic]
-		d.Topics = append(d.Topics, topicRow{TopicCounts: t, TopicDetail: x, PendingAtLeast: x.PendingRead >= int64(overviewBound),
-			LastHour: h, InOther: !ok && other})
+		row := topicRow{TopicCounts: t, TopicDetail: x, PendingAtLeast: x.PendingRead >= int64(overviewBound)}
+		if h, ok := lastHour[t.Topic]; ok {
+			row.LastHour = h
+		} else {
+			row.Folded = folded
+		}
+		d.Topics = append(d.Topics, row)
 	}
 	c.render(w, r, "topics.html", "Topics", d)
 }
