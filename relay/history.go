@@ -95,8 +95,9 @@ func (h *minutes) putBack(counts []store.MinuteCount, since time.Time) (dropped 
 }
 
 // historyWriter adds a relay's per-minute counts to outbox.delivery_minutes
-// every historyFlushEvery, in one additive statement (so several relays add
-// up), and deletes rows older than its retention. Every relay runs one.
+// (with each minute's total) and outbox.delivery_hours every
+// historyFlushEvery, in one additive statement (so several relays add up),
+// and deletes rows older than its retention. Every relay runs one.
 type historyWriter struct {
 	counts    *minutes
 	store     *store.Store

@@ -84,3 +84,21 @@ func TestHistory_TheRelayDeletesMinutesPastTheHistoryRetention(t *testing.T) {
 		t.Fatalf("the row kept has %d delivered, want the recent minute's 11", n)
 	}
 }
+
+// A graceful stop writes what the relay counted since its last flush.
+func TestHistory_AGracefulStopWritesWhatWasCountedSinceTheLastFlush(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	stop := b.startRelay(t, b.config(t))
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload)
+		SELECT CASE WHEN i % 10 = 0 THEN 'missing' ELSE 'orders' END, 'k' || i, '{}' FROM generate_series(1, 33) i`)
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('bad topic!', 'k', '{}')`)
+	b.waitStatus(t, "SENT", 30, 30*time.Second)
+	b.waitStatus(t, "FAILED", 4, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, got := b.minutesMatch(t); !ok {
+		t.Fatalf("right after a graceful stop: %s", got)
+	}
+}

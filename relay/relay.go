@@ -139,9 +139,10 @@ type Config struct {
 	// delivery rows, by one relay at a time. 0 means RetentionDefault;
 	// negative keeps everything.
 	Retention time.Duration
-	// HistoryRetention: the per-minute counts of the console's History
-	// (outbox.delivery_minutes) older than this are deleted. 0 means
-	// HistoryRetentionDefault; at least an hour (the Topics page's rate).
+	// HistoryRetention: the counts of the console's History
+	// (outbox.delivery_minutes, outbox.delivery_hours) older than this are
+	// deleted. 0 means HistoryRetentionDefault; at least an hour (the
+	// Topics page's last hour).
 	HistoryRetention time.Duration
 	// SpillAfter: once Kafka has been unavailable this long, the stream
 	// keeps reading the slot and queues every event as a PENDING row
