@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -30,9 +31,17 @@ type historyData struct {
 	Failed           int64
 	DeliveredChart   chart
 	FailedChart      chart
-	Hours            []store.MinuteCount // per hour, oldest first, every hour of the window
-	Topics           []historyTopic      // per topic over the 24 hours (without a topic filter)
-	TopicsOfTheOther bool                // some topics are counted as metrics.TopicOther
+	Hours            []historyHour  // per hour, oldest first, every hour of the window
+	Topics           []historyTopic // per topic over the 24 hours (without a topic filter)
+	TopicsOfTheOther bool           // some topics are counted as metrics.TopicOther
+}
+
+// historyHour is an hour's line in the History's table, with the lists of
+// the events it counts: SENT, and FAILED, by the time their status last
+// changed (those still so).
+type historyHour struct {
+	store.MinuteCount
+	SentList, FailedList string
 }
 
 // historyTopic is a topic's line in the History's table.
@@ -86,7 +95,14 @@ func (c *Console) history(w http.ResponseWriter, r *http.Request) {
 	delivered := make([]int64, n)
 	failed := make([]int64, n)
 	for h := from; !h.After(to); h = h.Add(time.Hour) {
-		d.Hours = append(d.Hours, store.MinuteCount{Minute: h})
+		q := url.Values{"since": {h.Format(time.RFC3339)}, "until": {h.Add(time.Hour).Format(time.RFC3339)}}
+		if d.Topic != "" && !d.Special {
+			q.Set("topic", d.Topic)
+		}
+		failed := c.cfg.Prefix + "/failed?" + q.Encode()
+		q.Set("status", "SENT")
+		d.Hours = append(d.Hours, historyHour{MinuteCount: store.MinuteCount{Minute: h},
+			SentList: c.cfg.Prefix + "/events?" + q.Encode(), FailedList: failed})
 	}
 	for _, m := range minutes {
 		i := int(m.Minute.Sub(from) / time.Minute)

@@ -107,14 +107,28 @@ func TestConsole_HistoryShowsTheLast24HoursOfPerMinuteCountsInTotalAndPerTopic(t
 		t.Errorf("/history?topic=orders: %d, delivered %q and FAILED %q, want 1,250 and 3 linked to its lists\n%s", code,
 			cellOf(body, "history-delivered"), cellOf(body, "history-failed"), body)
 	}
-	hours := regexp.MustCompile(`<td class="n">([\d,]+)</td><td class="n">[\d,]+</td></tr>`).FindAllStringSubmatch(body, -1)
+	hours := regexp.MustCompile(`<td class="n"><a href="([^"]*)">([\d,]+)</a></td><td class="n"><a href="([^"]*)">[\d,]+</a></td></tr>`).
+		FindAllStringSubmatch(body, -1)
 	var sum int64
 	for _, h := range hours {
-		n, _ := strconv.ParseInt(strings.ReplaceAll(h[1], ",", ""), 10, 64)
+		n, _ := strconv.ParseInt(strings.ReplaceAll(h[2], ",", ""), 10, 64)
 		sum += n
 	}
-	if len(hours) < 24 || sum != 1250 {
-		t.Errorf("/history?topic=orders per hour: %d hours summing to %d delivered, want every hour of the window and 1,250", len(hours), sum)
+	if len(hours) != 25 || sum != 1250 {
+		t.Errorf("/history?topic=orders per hour: %d hours summing to %d delivered, want the 25 hours of the window and 1,250", len(hours), sum)
+	}
+	if len(hours) > 0 {
+		last := hours[len(hours)-1]
+		sent, failedList := html.UnescapeString(last[1]), html.UnescapeString(last[3])
+		if !regexp.MustCompile(`^/events\?since=[^&]+Z&status=SENT&topic=orders&until=[^&]+Z$`).MatchString(sent) ||
+			!regexp.MustCompile(`^/failed\?since=[^&]+Z&topic=orders&until=[^&]+Z$`).MatchString(failedList) {
+			t.Errorf("the current hour's counts lead to %s and %s, want its SENT and FAILED events of orders", sent, failedList)
+		}
+		for _, list := range []string{sent, failedList} {
+			if code, body := get(t, srv, list, readToken); code != http.StatusOK {
+				t.Errorf("%s: %d\n%s", list, code, body)
+			}
+		}
 	}
 
 	for _, bad := range []string{"/history?topic=%00", "/history?topic=a%00b", "/history?topic=%ff%fe"} {
