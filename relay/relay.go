@@ -139,6 +139,11 @@ type Config struct {
 	// delivery rows, by one relay at a time. 0 means RetentionDefault;
 	// negative keeps everything.
 	Retention time.Duration
+	// HistoryRetention: the counts of the console's History
+	// (outbox.delivery_minutes, outbox.delivery_hours) older than this are
+	// deleted. 0 means HistoryRetentionDefault; at least an hour (the
+	// Topics page's last hour).
+	HistoryRetention time.Duration
 	// SpillAfter: once Kafka has been unavailable this long, the stream
 	// keeps reading the slot and queues every event as a PENDING row
 	// instead of holding it in memory, so the slot moves on and PostgreSQL
@@ -180,6 +185,7 @@ func (c Config) withDefaults() Config {
 	c.OnInvalidSlot = cmp.Or(c.OnInvalidSlot, InvalidSlotRecreate)
 	c.Retention = cmp.Or(c.Retention, RetentionDefault)
 	c.SpillAfter = cmp.Or(c.SpillAfter, SpillAfterDefault)
+	c.HistoryRetention = cmp.Or(c.HistoryRetention, HistoryRetentionDefault)
 	c.FailedKeyPolicy = cmp.Or(c.FailedKeyPolicy, FailedKeyContinue)
 	if c.Metrics == nil {
 		c.Metrics = metrics.New("")
@@ -230,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if c.FailedKeyPolicy != FailedKeyContinue && c.FailedKeyPolicy != FailedKeyHold {
 		return fmt.Errorf("--failed-key-policy: %q is not continue or hold", c.FailedKeyPolicy)
+	}
+	if c.HistoryRetention < time.Hour {
+		return fmt.Errorf("--history-retention (%s) must be at least 1h (the console's Topics page shows the last hour)", c.HistoryRetention)
 	}
 	if c.SpillAfter > 0 && c.SpillAfter < time.Second {
 		return fmt.Errorf("--spill-after (%s) must be 0 (never) or at least 1s", c.SpillAfter)
@@ -307,6 +316,7 @@ type Relay struct {
 	settle  *settler
 	metrics *metrics.Metrics
 	ce      *ceWriter // nil: records are not CloudEvents
+	history *historyWriter
 
 	// What the probes (Healthy, Ready) and observe read.
 	role       atomic.Pointer[string]
@@ -353,6 +363,13 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Kafka.DeadLetterTopic != "" {
 		cfg.Metrics.CountDeadLetters()
 	}
+	clock := cfg.Now
+	if clock == nil {
+		clock = time.Now
+	}
+	r.history = &historyWriter{counts: newMinutes(clock), store: st, retention: cfg.HistoryRetention, now: clock,
+		log: cfg.Logger.With(zap.String("component", "history"))}
+	cfg.Metrics.SendOutcomesTo(r.history.counts)
 	return r, nil
 }
 
@@ -408,8 +425,16 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	}
 	p := newPoller(r.cfg.Poll, slot, deps)
 	var wg sync.WaitGroup
-	defer func() { stopPolling(); wg.Wait() }()
+	defer func() {
+		stopPolling()
+		wg.Wait()
+		// What the stream's drain and the poller's last round counted.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StatementTimeout)
+		defer cancel()
+		r.history.flush(ctx)
+	}()
 	wg.Go(func() { p.run(pollCtx) })
+	wg.Go(func() { r.history.run(pollCtx) })
 	if r.cfg.Kafka.DeadLetterTopic != "" {
 		wg.Go(func() { r.newDeadLetters(pub).run(pollCtx) })
 	}

@@ -16,7 +16,8 @@ import (
 )
 
 // consolePages are the console pages the console phase times: the
-// overview and the event list by each filter, on the backfill's rows.
+// overview and the event list by each filter, on the backfill's rows, and
+// the History of the minutes the relay counted them in.
 var consolePages = []struct{ name, path string }{
 	{"overview", "/"},
 	{"events", "/events"},
@@ -28,6 +29,7 @@ var consolePages = []struct{ name, path string }{
 	{"events reason", "/events?reason=MESSAGE_TOO_LARGE"},
 	{"FAILED", "/failed"},
 	{"held keys", "/held"},
+	{"history", "/history"},
 }
 
 // consolePhase times the operator console's pages on the status rows the

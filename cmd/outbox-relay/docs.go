@@ -169,6 +169,7 @@ var seeAlso = map[string]string{
 	"gap-grace":           "[The poller](delivery.md#the-poller)",
 	"stuck-threshold":     "[The poller](delivery.md#the-poller)",
 	"retention":           "[Retention](operating.md#retention)",
+	"history-retention":   "[History](operating.md#history)",
 	"slot-failover":       "[Failing over](running.md#starting-failing-over-recovering)",
 	"on-invalid-slot":     "[Recovering](running.md#starting-failing-over-recovering)",
 	"replication-timeout": "[The relay never stops silently](operating.md#metrics-health-readiness)",

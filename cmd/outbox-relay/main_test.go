@@ -50,6 +50,7 @@ func TestRun_BadConfigurationFailsAtStartNamingTheFlag(t *testing.T) {
 		{"StatusLingerNotUnderInterval", []string{"--status-linger", "2s"}, ok, "--status-linger"},
 		{"NegativeGapRecheck", nil, append([]string{"OUTBOX_GAP_RECHECK", "-1s"}, ok...), "--gap-recheck"},
 		{"BadEnvDuration", nil, append([]string{"OUTBOX_SHUTDOWN_TIMEOUT", "soon"}, ok...), "OUTBOX_SHUTDOWN_TIMEOUT"},
+		{"HistoryRetentionUnderAnHour", nil, append([]string{"OUTBOX_HISTORY_RETENTION", "30m"}, ok...), "--history-retention (30m0s) must be at least 1h"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -118,6 +118,7 @@ func runFlags(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	fs.String(&c.CloudEvents.Source, "cloudevents-source", "", "every CloudEvent's source; empty: /DATABASE/SCHEMA.TABLE (a mapped table may set its own)")
 	fs.String(&c.CloudEvents.DefaultType, "cloudevents-default-type", "", "the CloudEvents type of an event without an event type; empty: such an event is FAILED INVALID_EVENT")
 	fs.Duration(&c.Retention, "retention", relay.RetentionDefault, "delete SENT events older than this with their delivery rows (one relay at a time); 0 keeps everything")
+	fs.Duration(&c.HistoryRetention, "history-retention", relay.HistoryRetentionDefault, "delete the per-minute counts of the console's History (outbox.delivery_minutes) older than this; at least 1h"+zeroDefault)
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return c, o, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -222,7 +223,8 @@ func TestBrowser_ACrossOriginPostIsRefused(t *testing.T) {
 }
 
 // The screenshots of docs/operating.md: the overview and a FAILED event, from the
-// demo's events. With OUTBOX_SCREENSHOTS=DIR they are written there
+// demo's events, and the History of a day of such traffic (per-minute counts as
+// the relays write them: a daily wave, a burst of INVALID_TOPIC on invoices). With OUTBOX_SCREENSHOTS=DIR they are written there
 // (docs/); without, the test only checks that they are taken.
 func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 	dbURL, pool := pgtest.Migrated(t)
@@ -246,6 +248,26 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 		SELECT event_id::text FROM d WHERE failure_reason = 'INVALID_TOPIC'`).Scan(&failed); err != nil {
 		t.Fatal(err)
 	}
+	addMinutes(t, dbURL, func(now time.Time) []store.MinuteCount {
+		var counts []store.MinuteCount
+		for m := range 25 * 60 {
+			for _, x := range []struct {
+				topic string
+				base  float64
+			}{{"orders", 40}, {"payments", 15}, {"invoices", 6}} {
+				c := store.MinuteCount{Minute: now.Add(-time.Duration(m) * time.Minute), Topic: x.topic,
+					Delivered: int64(x.base*(1.5+math.Sin(2*math.Pi*float64(m)/1440))) + int64(m*7919%11)}
+				switch {
+				case x.topic == "invoices" && m >= 300 && m <= 345:
+					c.Failed = int64(2 + m%5)
+				case x.topic == "orders" && m%181 == 0:
+					c.Failed = 1
+				}
+				counts = append(counts, c)
+			}
+		}
+		return counts
+	})
 	c, err := console.New(store.New(pgtest.Pool(t, pgtest.OperatorURL(dbURL))), console.Config{AdminToken: adminToken})
 	if err != nil {
 		t.Fatal(err)
@@ -253,14 +275,16 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
 	ctx := browser(t, adminToken)
-	var overview, event []byte
+	var overview, event, history []byte
 	run(t, ctx, chromedp.EmulateViewport(1200, 800), chromedp.Navigate(srv.URL+"/"), chromedp.FullScreenshot(&overview, 100),
-		chromedp.Navigate(srv.URL+"/events/"+failed+"?payload=show"), chromedp.FullScreenshot(&event, 100))
-	if len(overview) < 1000 || len(event) < 1000 {
-		t.Fatalf("screenshots of %d and %d bytes", len(overview), len(event))
+		chromedp.Navigate(srv.URL+"/events/"+failed+"?payload=show"), chromedp.FullScreenshot(&event, 100),
+		chromedp.Navigate(srv.URL+"/history"), chromedp.WaitVisible(`svg.chart`), chromedp.FullScreenshot(&history, 100))
+	if len(overview) < 1000 || len(event) < 1000 || len(history) < 1000 {
+		t.Fatalf("screenshots of %d, %d and %d bytes", len(overview), len(event), len(history))
 	}
 	if dir := os.Getenv("OUTBOX_SCREENSHOTS"); dir != "" {
-		for name, b := range map[string][]byte{"console-overview.png": overview, "console-failed-event.png": event} {
+		for name, b := range map[string][]byte{"console-overview.png": overview, "console-failed-event.png": event,
+			"console-history.png": history} {
 			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 				t.Fatal(err)
 			}

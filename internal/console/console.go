@@ -302,6 +302,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /events/{id}/payload", c.payload)
 	mux.HandleFunc("GET /keys", c.key)
 	mux.HandleFunc("GET /topics", c.topics)
+	mux.HandleFunc("GET /history", c.history)
 	mux.HandleFunc("POST /resend", c.admin(c.act("resend")))
 	mux.HandleFunc("POST /skip", c.admin(c.act("skip")))
 	var h http.Handler = checkParams(http.NewCrossOriginProtection().Handler(mux))

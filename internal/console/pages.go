@@ -468,6 +468,11 @@ type topicRow struct {
 	store.TopicCounts
 	store.TopicDetail
 	PendingAtLeast bool // the oldest PENDING is of the first Bound read
+	// LastHour is the events the relays recorded SENT and FAILED in the
+	// last hour (outbox.delivery_minutes). Folded: it has no counts of its
+	// own there while (other) or (refused) have some, which may be its.
+	LastHour store.MinuteCount
+	Folded   []string
 }
 
 // topics shows each topic with rows: counts by status (as the overview
@@ -492,9 +497,30 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 	for _, x := range details {
 		byTopic[x.Topic] = x
 	}
+	hour, err := c.st.DeliveryTopics(r.Context(), c.now().UTC().Truncate(time.Minute).Add(-59*time.Minute))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	lastHour := map[string]store.MinuteCount{}
+	for _, x := range hour {
+		lastHour[x.Topic] = x
+	}
+	var folded []string // the labels of many topics that have counts
+	for _, label := range []string{metrics.TopicOther, metrics.TopicRefused} {
+		if _, ok := lastHour[label]; ok {
+			folded = append(folded, label)
+		}
+	}
 	for _, t := range counts.Topics {
 		x := byTopic[t.Topic]
-		d.Topics = append(d.Topics, topicRow{TopicCounts: t, TopicDetail: x, PendingAtLeast: x.PendingRead >= int64(overviewBound)})
+		row := topicRow{TopicCounts: t, TopicDetail: x, PendingAtLeast: x.PendingRead >= int64(overviewBound)}
+		if h, ok := lastHour[t.Topic]; ok {
+			row.LastHour = h
+		} else {
+			row.Folded = folded
+		}
+		d.Topics = append(d.Topics, row)
 	}
 	c.render(w, r, "topics.html", "Topics", d)
 }

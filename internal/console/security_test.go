@@ -187,6 +187,7 @@ func TestConsole_EveryResponseCarriesTheSecurityHeaders(t *testing.T) {
 		{"GET", "/held", "", adminToken, nil, 200},
 		{"GET", "/actions", "", readToken, nil, 200},
 		{"GET", "/events", "", adminToken, nil, 200},
+		{"GET", "/history?topic=orders", "", readToken, nil, 200},
 		{"GET", "/events/" + ids[0] + "?payload=show", "", readToken, nil, 200},
 		{"GET", "/static/console.js", "", readToken, nil, 200},
 		{"GET", "/static/console.css", "", readToken, nil, 200},

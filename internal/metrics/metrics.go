@@ -94,6 +94,7 @@ type Metrics struct {
 	scrapes          uint64                    // scrapes begun
 	shown            uint64                    // the latest scrape served: labels made before it began were shown at 0
 	deadLetters      bool                      // dead-letter counters are made with each topic's
+	outcomes         OutcomeSink               // told SENT and FAILED counts at each Tally's Flush; nil: none
 }
 
 // labelCounters are the counters of one topic or mapped table, made at 0

@@ -43,6 +43,23 @@ func (t *Tally) AddTable(table, outcome string) {
 	t.tables[[2]string{table, outcome}]++
 }
 
+// OutcomeSink receives, at each Tally's Flush, how many events of a topic
+// label (a topic, TopicOther or TopicRefused: the metrics' bound) the
+// flushed group recorded SENT and FAILED: the per-minute counts of the
+// console's History (relay/history.go). It is called with the metrics'
+// lock held, so it must be quick and must not call back.
+type OutcomeSink interface {
+	AddOutcomes(label string, sent, failed int64)
+}
+
+// SendOutcomesTo has every Tally's Flush tell s how many events it counted
+// SENT and FAILED, by topic label. Set it before counting.
+func (m *Metrics) SendOutcomesTo(s OutcomeSink) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.outcomes = s
+}
+
 // Flush adds the counts to the counters and empties the tally.
 func (t *Tally) Flush() {
 	m := t.m
@@ -65,9 +82,17 @@ func (t *Tally) Flush() {
 		case Queued:
 			m.Queued.Add(n)
 		case Failed:
-			m.addLocked(false, m.labelOf(k.topic, k.refused), Failed+"/"+k.reason, n)
+			label := m.labelOf(k.topic, k.refused)
+			m.addLocked(false, label, Failed+"/"+k.reason, n)
+			if m.outcomes != nil {
+				m.outcomes.AddOutcomes(label, 0, int64(n))
+			}
 		default:
-			m.addLocked(false, m.labelOf(k.topic, k.refused), k.outcome, n)
+			label := m.labelOf(k.topic, k.refused)
+			m.addLocked(false, label, k.outcome, n)
+			if m.outcomes != nil && k.outcome == Sent {
+				m.outcomes.AddOutcomes(label, int64(n), 0)
+			}
 		}
 		delete(t.counts, k)
 	}

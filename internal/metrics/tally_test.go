@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,5 +109,73 @@ func TestTally_AQueuedEventsTopicTakesNoLabelValue(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(m.published); n != 0 {
 		t.Errorf("%d topic series after queued events only, want none", n)
+	}
+}
+
+// outcomeSums is an OutcomeSink that sums what it is told, by label, as the
+// relay's per-minute counts do (a map under a mutex).
+type outcomeSums struct {
+	mu   sync.Mutex
+	sums map[string][2]int64
+}
+
+func (s *outcomeSums) AddOutcomes(label string, sent, failed int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.sums[label]
+	s.sums[label] = [2]int64{c[0] + sent, c[1] + failed}
+}
+
+// BenchmarkTallyGroupOf1000WithOutcomes is BenchmarkTallyGroupOf1000 with
+// the console History's per-minute counts told at each flush.
+func BenchmarkTallyGroupOf1000WithOutcomes(b *testing.B) {
+	m := New("bench")
+	m.SendOutcomesTo(&outcomeSums{sums: map[string][2]int64{}})
+	t := m.NewTally()
+	t.Add("orders", Published, "", false)
+	t.Flush()
+	m.endScrape(m.beginScrape())
+	b.ReportAllocs()
+	for b.Loop() {
+		for range 1000 {
+			t.Add("orders", Published, "", false)
+			t.Add("orders", Sent, "", false)
+		}
+		t.Flush()
+	}
+}
+
+// The sink is told, at each flush, the SENT and FAILED events of each
+// topic under its metrics label: 20,000 topics past a cap of 2 make three
+// labels (two topics, (other)) and (refused), never 20,000. Published,
+// retried and queued events are not its business.
+func TestTally_TellsItsSinkTheSentAndFailedOfEachBoundedLabel(t *testing.T) {
+	m := New("test")
+	m.LimitTopics(2)
+	sums := &outcomeSums{sums: map[string][2]int64{}}
+	m.SendOutcomesTo(sums)
+	tl := m.NewTally()
+	for i := range 20000 {
+		topic := fmt.Sprintf("topic-%d", i%20000)
+		tl.Add(topic, Published, "", false)
+		tl.Add(topic, Sent, "", false)
+		if i%100 == 0 {
+			tl.Add(topic, Failed, "MESSAGE_TOO_LARGE", false)
+		}
+		if i%1000 == 0 {
+			tl.Flush()
+		}
+	}
+	tl.Add("bad topic!", Failed, "INVALID_TOPIC", true)
+	tl.Add("topic-5", Retried, "", false)
+	tl.Add("topic-6", Queued, "", false)
+	tl.Flush()
+	var total [2]int64
+	for _, c := range sums.sums {
+		total[0], total[1] = total[0]+c[0], total[1]+c[1]
+	}
+	if len(sums.sums) != 4 || sums.sums[TopicRefused] != [2]int64{0, 1} || total != [2]int64{20000, 201} {
+		t.Fatalf("the sink got %d labels, (refused) %v, in all %v sent and failed; want 4 labels, (refused) [0 1], [20000 201]: %v",
+			len(sums.sums), sums.sums[TopicRefused], total, sums.sums)
 	}
 }

@@ -1,0 +1,2 @@
+DROP TABLE outbox.delivery_hours;
+DROP TABLE outbox.delivery_minutes;
