@@ -116,7 +116,7 @@ func (w *ceWriter) mappedEvent(e *event, t *mapping.Table, source, id string, ty
 		}
 	}
 	for _, a := range attrs {
-		ev.Attributes = append(ev.Attributes, cloudevents.Attribute{Name: string(a.Name), Value: a.Value})
+		ev.Attributes = append(ev.Attributes, cloudevents.Attribute{Name: string(a.Key), Value: a.Value})
 	}
 	return w.encode(e, ev)
 }

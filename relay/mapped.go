@@ -82,16 +82,13 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	e.size = e.Size()
 }
 
-// placed returns hs as Kafka headers, nil for none.
+// placed returns hs as the record's first headers, nil for none: the same
+// slice (mapping.Header is kafka.Header), which Build then appends to.
 func placed(hs []mapping.Header) []kafka.Header {
 	if len(hs) == 0 {
 		return nil
 	}
-	out := make([]kafka.Header, len(hs))
-	for i, h := range hs {
-		out[i] = kafka.Header{Key: h.Name, Value: h.Value}
-	}
-	return out
+	return hs
 }
 
 // keptCopy is e's record to keep (store.Copy) once it was not delivered on
@@ -112,7 +109,7 @@ func (e *event) keptCopy() *store.Copy {
 			}
 		}
 		for _, a := range e.ceAttrs {
-			c.Headers = append(c.Headers, [2]string{ceAttributePrefix + string(a.Name), string(a.Value)})
+			c.Headers = append(c.Headers, [2]string{ceAttributePrefix + string(a.Key), string(a.Value)})
 		}
 	}
 	return c
@@ -137,7 +134,7 @@ func fillFromCopy(e *event, id [16]byte, c *store.Copy, ce *ceWriter, t *mapping
 		hs := make([]kafka.Header, 0, len(c.Headers))
 		for _, h := range c.Headers {
 			if name, ok := strings.CutPrefix(h[0], ceAttributePrefix); ok && ce != nil {
-				attrs = append(attrs, mapping.Header{Name: []byte(name), Value: []byte(h[1])})
+				attrs = append(attrs, mapping.Header{Key: []byte(name), Value: []byte(h[1])})
 				continue
 			}
 			if name, ok := strings.CutPrefix(h[0], nullHeaderPrefix); ok {

@@ -72,7 +72,9 @@ type Event struct {
 	Key   []byte // nil: no key
 	Value []byte // nil: a tombstone (a null value), which needs a key
 	// Placed are headers placed first, in order (a mapped table's id
-	// header and placed columns).
+	// header and placed columns). The record's headers are Placed with the
+	// others appended: a slice of the event's own, with room for two more,
+	// saves a copy.
 	Placed []Header
 	// Headers is a JSON object of string values (the headers column's text),
 	// or nil.
@@ -96,8 +98,9 @@ type Event struct {
 	KeylessTombstone bool
 }
 
-// Header is one record header; the slices may alias the row's buffers.
-type Header struct{ Key, Value []byte }
+// Header is one record header (sarama's); the slices may alias the row's
+// buffers.
+type Header = sarama.RecordHeader
 
 // Message is one record on its way to Kafka and, once it is reported done,
 // its outcome.
@@ -116,12 +119,26 @@ type Message struct {
 	partition int32
 	// deadLetter: made by DeadLetter, for the dead-letter topic.
 	deadLetter bool
+	// key and value are the record's Key and Value, which point at them:
+	// a pointer in the Encoder interface costs no allocation, where a
+	// ByteEncoder in it costs one each. A Message is therefore not copied
+	// by value once built (a copy's record would read this one's fields).
+	key, value sarama.ByteEncoder
 }
+
+// setKey and setValue make the record's key and value b.
+func (m *Message) setKey(b []byte)   { m.key, m.Record.Key = b, &m.key }
+func (m *Message) setValue(b []byte) { m.value, m.Record.Value = b, &m.value }
 
 // Key is the record's key as Build set it, or nil when it has none.
 func (m *Message) Key() []byte {
-	k, _ := m.Record.Key.(sarama.ByteEncoder)
-	return k
+	switch k := m.Record.Key.(type) {
+	case *sarama.ByteEncoder:
+		return *k
+	case sarama.ByteEncoder:
+		return k
+	}
+	return nil
 }
 
 // Build makes m's record from ev, or says why ev cannot be a message.
@@ -133,10 +150,10 @@ func (m *Message) Build(ev Event) error {
 	}
 	r.Topic = ev.Topic
 	if ev.Key != nil {
-		r.Key = sarama.ByteEncoder(ev.Key)
+		m.setKey(ev.Key)
 	}
 	if ev.Value != nil {
-		r.Value = sarama.ByteEncoder(ev.Value)
+		m.setValue(ev.Value)
 	} else if ev.Key == nil && !ev.KeylessTombstone {
 		return errors.New("a tombstone needs a key: payload and key are both NULL")
 	}
@@ -150,14 +167,12 @@ func (m *Message) Build(ev Event) error {
 		r.Headers = make([]sarama.RecordHeader, 0, 2)
 	}
 	if ev.Placed != nil {
-		hs := make([]sarama.RecordHeader, len(ev.Placed), len(ev.Placed)+len(r.Headers)+2)
-		for i, h := range ev.Placed {
+		for _, h := range ev.Placed {
 			if !ev.PlacedChecked && reservedBy(string(h.Key), ev.CloudEvents) != "" {
 				return fmt.Errorf("header %w", ReservedHeader(string(h.Key), ev.CloudEvents))
 			}
-			hs[i] = sarama.RecordHeader{Key: h.Key, Value: h.Value}
 		}
-		r.Headers = append(hs, r.Headers...)
+		r.Headers = append(ev.Placed, r.Headers...)
 	}
 	r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventID), Value: FormatUUID(ev.ID)})
 	if ev.EventType != nil {
@@ -182,12 +197,18 @@ func (m *Message) DeadLetter(from *Message, topic string, id [16]byte, key, valu
 	var own []sarama.RecordHeader
 	if from != nil {
 		r.Key, r.Value, r.Timestamp, own = from.Record.Key, from.Record.Value, from.Record.Timestamp, from.Record.Headers
+		if from.Record.Key == sarama.Encoder(&from.key) { // this message's own, not from's
+			m.setKey(from.key)
+		}
+		if from.Record.Value == sarama.Encoder(&from.value) {
+			m.setValue(from.value)
+		}
 	} else {
 		if key != nil {
-			r.Key = sarama.ByteEncoder(key)
+			m.setKey(key)
 		}
 		if value != nil {
-			r.Value = sarama.ByteEncoder(value)
+			m.setValue(value)
 		}
 		r.Timestamp = at
 		own = []sarama.RecordHeader{{Key: []byte(HeaderEventID), Value: FormatUUID(id)}}

@@ -53,7 +53,7 @@ func traceHeaders(v []byte) []Header {
 		return nil
 	}
 	if !bytes.ContainsAny(v, "=:\n") && v[0] != '#' && v[0] != '!' {
-		return []Header{{Name: []byte(HeaderTraceparent), Value: v}}
+		return []Header{{Key: []byte(HeaderTraceparent), Value: v}}
 	}
 	var out []Header
 	for _, line := range strings.Split(string(v), "\n") {
@@ -63,7 +63,7 @@ func traceHeaders(v []byte) []Header {
 		}
 		k, val := splitProperty(line)
 		if (k == HeaderTraceparent || k == HeaderTracestate) && val != "" {
-			out = append(out, Header{Name: []byte(k), Value: []byte(val)})
+			out = append(out, Header{Key: []byte(k), Value: []byte(val)})
 		}
 	}
 	return out

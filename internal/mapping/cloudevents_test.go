@@ -17,7 +17,7 @@ func TestTraceHeaders_ReadAValueAloneOrJavaProperties(t *testing.T) {
 	} {
 		var got []string
 		for _, h := range traceHeaders([]byte(in)) {
-			got = append(got, string(h.Name)+"="+string(h.Value))
+			got = append(got, string(h.Key)+"="+string(h.Value))
 		}
 		if s := fmt.Sprint(got); s != want && !(want == "[]" && got == nil) {
 			t.Errorf("traceHeaders(%q) = %s, want %s", in, s, want)

@@ -342,7 +342,7 @@ func ParseDebeziumWithWorker(file string, cfg, worker map[string]string) (*Debez
 			if headerConv == JSON {
 				t.ContextHeaders = make([]Header, len(context))
 				for i, h := range context {
-					t.ContextHeaders[i] = Header{Name: h.Name, Value: jsonString(h.Value)}
+					t.ContextHeaders[i] = Header{Key: h.Key, Value: jsonString(h.Value)}
 				}
 			}
 			p.combinations(t, "transforms."+router+".")
@@ -521,10 +521,10 @@ func (p *debeziumParser) contextHeaders() []Header {
 			"the __debezium.context.connectorLogicalName header is empty")
 	}
 	return []Header{
-		{Name: []byte("__debezium.context.connectorLogicalName"), Value: []byte(name)},
-		{Name: []byte("__debezium.context.taskId"), Value: []byte("0")},
-		{Name: []byte("__debezium.context.connectorName"), Value: []byte("postgresql")},
-		{Name: []byte("__debezium.context.runId"), Value: uuidV7(time.Now())},
+		{Key: []byte("__debezium.context.connectorLogicalName"), Value: []byte(name)},
+		{Key: []byte("__debezium.context.taskId"), Value: []byte("0")},
+		{Key: []byte("__debezium.context.connectorName"), Value: []byte("postgresql")},
+		{Key: []byte("__debezium.context.runId"), Value: uuidV7(time.Now())},
 	}
 }
 

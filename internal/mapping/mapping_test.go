@@ -155,8 +155,8 @@ func TestRecord_WritesWhatDebeziumWrites(t *testing.T) {
 			if r.Topic != "outbox.event.order" || string(r.Key) != c.wantKey || string(r.Value) != c.wantValue {
 				t.Errorf("got topic %q key %s value %s\nwant key %s value %s", r.Topic, r.Key, r.Value, c.wantKey, c.wantValue)
 			}
-			if len(r.Headers) != 2 || string(r.Headers[0].Name) != "id" || string(r.Headers[0].Value) != "6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e2f1" ||
-				string(r.Headers[1].Name) != "eventType" || string(r.Headers[1].Value) != "OrderCreated" {
+			if len(r.Headers) != 2 || string(r.Headers[0].Key) != "id" || string(r.Headers[0].Value) != "6a1f2e3d-4c5b-4a69-8897-a6b5c4d3e2f1" ||
+				string(r.Headers[1].Key) != "eventType" || string(r.Headers[1].Value) != "OrderCreated" {
 				t.Errorf("headers: %+v", r.Headers)
 			}
 			if !r.Timestamp.Equal(commit) {

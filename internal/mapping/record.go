@@ -13,13 +13,14 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/IBM/sarama"
+
 	"github.com/outbox-relay/outbox-relay/cdc"
 )
 
-// Header is one Kafka header a mapping places.
-type Header struct {
-	Name, Value []byte
-}
+// Header is one Kafka header a mapping places: sarama's, so that a record's
+// headers reach the producer as they are, without a copy.
+type Header = sarama.RecordHeader
 
 // Record is what one row becomes on Kafka.
 type Record struct {
@@ -297,13 +298,14 @@ func (b *Bound) key(values [][]byte) ([]byte, error) {
 // the partition into r.Partition.
 func (b *Bound) headers(values [][]byte, id []byte, r *Record) error {
 	t := b.t
-	r.Headers = append(make([]Header, 0, len(t.ContextHeaders)+1+len(t.Placements)), t.ContextHeaders...)
+	// Room for the relay's own two headers too (kafka.Event.Placed).
+	r.Headers = append(make([]Header, 0, len(t.ContextHeaders)+1+len(t.Placements)+2), t.ContextHeaders...)
 	if t.IDHeader != "" {
 		v := id
 		if t.HeaderConverter == JSON {
 			v = b.convert(t.ID, values, JSON)
 		}
-		r.Headers = append(r.Headers, Header{Name: b.idHeader, Value: v})
+		r.Headers = append(r.Headers, Header{Key: b.idHeader, Value: v})
 	}
 	var err error
 	for i, p := range t.Placements {
@@ -327,7 +329,7 @@ func (b *Bound) headers(values [][]byte, id []byte, r *Record) error {
 			return err
 		}
 		if v != nil || t.Debezium { // Debezium keeps a NULL as a header with a null value
-			r.Headers = append(r.Headers, Header{Name: b.aliases[i], Value: v})
+			r.Headers = append(r.Headers, Header{Key: b.aliases[i], Value: v})
 		}
 	}
 	return nil
@@ -350,7 +352,7 @@ func (b *Bound) traceAndCloudEvents(values [][]byte, r *Record) error {
 			return err
 		}
 		if v != nil {
-			r.CE = append(r.CE, Header{Name: []byte(a.Name), Value: v})
+			r.CE = append(r.CE, Header{Key: []byte(a.Name), Value: v})
 		}
 	}
 	return nil
