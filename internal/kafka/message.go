@@ -124,7 +124,16 @@ type Message struct {
 	// ByteEncoder in it costs one each. A Message is therefore not copied
 	// by value once built (a copy's record would read this one's fields).
 	key, value sarama.ByteEncoder
+	// idText is the outbox-event-id header's value, for the same reason.
+	idText [36]byte
 }
+
+// The relay's header names as record header keys, made once: sarama only
+// reads them.
+var (
+	keyEventID   = []byte(HeaderEventID)
+	keyEventType = []byte(HeaderEventType)
+)
 
 // setKey and setValue make the record's key and value b.
 func (m *Message) setKey(b []byte)   { m.key, m.Record.Key = b, &m.key }
@@ -174,9 +183,10 @@ func (m *Message) Build(ev Event) error {
 		}
 		r.Headers = append(ev.Placed, r.Headers...)
 	}
-	r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventID), Value: FormatUUID(ev.ID)})
+	formatUUID(&m.idText, ev.ID)
+	r.Headers = append(r.Headers, sarama.RecordHeader{Key: keyEventID, Value: m.idText[:]})
 	if ev.EventType != nil {
-		r.Headers = append(r.Headers, sarama.RecordHeader{Key: []byte(HeaderEventType), Value: ev.EventType})
+		r.Headers = append(r.Headers, sarama.RecordHeader{Key: keyEventType, Value: ev.EventType})
 	}
 	r.Timestamp = ev.Timestamp
 	m.partition = -1
@@ -211,10 +221,18 @@ func (m *Message) DeadLetter(from *Message, topic string, id [16]byte, key, valu
 			m.setValue(value)
 		}
 		r.Timestamp = at
-		own = []sarama.RecordHeader{{Key: []byte(HeaderEventID), Value: FormatUUID(id)}}
+		own = []sarama.RecordHeader{{Key: keyEventID, Value: FormatUUID(id)}}
 	}
 	r.Headers = make([]sarama.RecordHeader, 0, len(own)+len(extra))
 	r.Headers = append(r.Headers, own...)
+	if from != nil { // from's id header's value is from's own field: this message gets its copy
+		m.idText = from.idText
+		for i, h := range r.Headers {
+			if len(h.Value) > 0 && &h.Value[0] == &from.idText[0] {
+				r.Headers[i].Value = m.idText[:]
+			}
+		}
+	}
 	for _, h := range extra {
 		r.Headers = append(r.Headers, sarama.RecordHeader{Key: h.Key, Value: h.Value})
 	}
@@ -272,8 +290,14 @@ func describeJSON(v []byte) string {
 
 // FormatUUID renders a uuid in its canonical text form.
 func FormatUUID(id [16]byte) []byte {
+	var out [36]byte
+	formatUUID(&out, id)
+	return out[:]
+}
+
+// formatUUID writes id's text form into out.
+func formatUUID(out *[36]byte, id [16]byte) {
 	const hex = "0123456789abcdef"
-	out := make([]byte, 36)
 	j := 0
 	for i, b := range id {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
@@ -283,5 +307,4 @@ func FormatUUID(id [16]byte) []byte {
 		out[j], out[j+1] = hex[b>>4], hex[b&0xf]
 		j += 2
 	}
-	return out
 }
