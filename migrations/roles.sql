@@ -19,7 +19,8 @@
 --                    with their owner's rights; add to the console's action
 --                    log (outbox.log_console_action). No INSERT, UPDATE or
 --                    DELETE on a table, no DDL.
---   outbox_relay     the relay: read the outbox, write status rows and copies,
+--   outbox_relay     the relay: read the outbox, write status rows, copies and
+--                    failed attempts,
 --                    delete what retention deletes. Its login role also needs
 --                    REPLICATION (a role attribute, not inherited): CREATE ROLE
 --                    relay LOGIN REPLICATION IN ROLE outbox_relay.
@@ -79,6 +80,8 @@ GRANT SELECT ON ALL TABLES IN SCHEMA outbox TO outbox_operator;
 GRANT SELECT, DELETE ON outbox.events TO outbox_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.deliveries, outbox.mapped_events, outbox.slot_backfills TO outbox_relay;
 GRANT SELECT, INSERT ON outbox.dead_letter_topics TO outbox_relay;
+-- Failed attempts: added, and the older ones deleted, as attempts fail.
+GRANT SELECT, INSERT, DELETE ON outbox.delivery_attempts TO outbox_relay;
 GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_events, outbox.delivery_stats,
     outbox.held_keys TO outbox_relay;
 

@@ -246,6 +246,14 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 		SELECT event_id::text FROM d WHERE failure_reason = 'INVALID_TOPIC'`).Scan(&failed); err != nil {
 		t.Fatal(err)
 	}
+	// Its attempts, as the relay kept them: the topic was missing, and was
+	// still when it was resent twice.
+	if _, err := pool.Exec(context.Background(), `INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, failure_reason, error)
+		SELECT $1, 1, now() - s * interval '3 minutes', 'INVALID_TOPIC',
+		       'topic "invoices": kafka server: Request was for a topic or partition that does not exist on this broker'
+		FROM generate_series(2, 0, -1) s`, failed); err != nil {
+		t.Fatal(err)
+	}
 	c, err := console.New(store.New(pgtest.Pool(t, pgtest.OperatorURL(dbURL))), console.Config{AdminToken: adminToken})
 	if err != nil {
 		t.Fatal(err)
@@ -265,5 +273,34 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+func TestBrowser_AnEventsPageListsItsFailedAttemptsNewestFirstInUTCWithTheirErrorsShownAsText(t *testing.T) {
+	srv, ids, dbURL := serve(t, "")
+	pool := pgtest.Pool(t, dbURL)
+	// Two attempts as the relay writes them, with errors a hostile broker
+	// or event could make: markup, a terminal escape, a bidirectional
+	// override.
+	if _, err := pool.Exec(context.Background(), `INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, failure_reason, error) VALUES
+		($1, 1, '2026-11-26T10:00:00+02', NULL, E'<img src=x onerror=alert(2)> refused\x1b[31m'),
+		($1, 2, '2026-11-26T10:00:05+02', 'INVALID_TOPIC', E'gone \u202Eevil')`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t, readToken)
+	var rows []string
+	var none string
+	run(t, ctx, chromedp.Navigate(srv.URL+"/events/"+ids[0]),
+		chromedp.Evaluate(`[...document.querySelectorAll("#failed-attempts tr")].slice(1).map(r => r.innerText)`, &rows),
+		chromedp.Navigate(srv.URL+"/events/"+ids[2]), chromedp.Text("#failed-attempts", &none))
+	want := []string{
+		"2\t2026-11-26 08:00:05.000 UTC\tINVALID_TOPIC\tgone \\u202eevil",
+		"1\t2026-11-26 08:00:00.000 UTC\tretried\t<img src=x onerror=alert(2)> refused\\x1b[31m",
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("the attempts shown:\n%q\nwant:\n%q", rows, want)
+	}
+	if !strings.Contains(none, "none") {
+		t.Errorf("an event without failed attempts shows %q, want none", none)
 	}
 }

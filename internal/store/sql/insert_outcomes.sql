@@ -19,6 +19,11 @@
 -- A queued row with delay -1 (store.UntilBackfilled) waits, next_attempt_at
 -- 'infinity', until no backfill is running (release_backfilled.sql).
 --
+-- Each row written with an error (a failed attempt: retried or FAILED) adds
+-- it to outbox.delivery_attempts in the same statement (0019); a row left
+-- alone adds nothing. Its event has no attempts yet (they go with its status
+-- row), so nothing is trimmed here (record_outcomes.sql trims).
+--
 -- $1..$11: Outcomes in column form (outcomes.go); $12: retry policy; $13: now.
 WITH u AS (
     SELECT u.*, seen.topic, seen.key, seen.seq
@@ -41,5 +46,10 @@ WITH u AS (
            CASE WHEN u.status <> 'SENT' THEN u.pos END, coalesce(u.seq, 0)
     FROM u
     ON CONFLICT (event_id) DO NOTHING
+    RETURNING event_id, attempts, failure_reason, last_error
+), attempt AS (
+    INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, failure_reason, error)
+    SELECT ins.event_id, ins.attempts, coalesce($13::timestamptz, now()), ins.failure_reason, ins.last_error
+    FROM ins WHERE ins.last_error IS NOT NULL
 )
 SELECT count(*) FROM u
