@@ -5,6 +5,8 @@
 -- adds it to outbox.delivery_attempts in the same statement (0019), and its
 -- event keeps the last 10 (store.AttemptsKept): the older ones are deleted
 -- (this statement sees the attempts from before it, so it keeps 9 of them).
+-- Read from the outcomes, not from the updated rows (RETURNING), so that
+-- SENT rows cost nothing more.
 --
 -- $1..$9: Outcomes in column form (outcomes.go), as insert_outcomes.sql
 -- takes them (without the commit order: the rows have theirs); $11: now.
@@ -22,17 +24,19 @@ WITH up AS (
                 $8::bigint[], $9::int[])
          AS u(id, status, attempts, last_error, reason, part, off, delay_ms, max_attempts)
     WHERE d.event_id = u.id AND d.status = 'PROCESSING' AND d.locked_by = $10
-    RETURNING d.event_id, d.attempts, d.failure_reason, d.last_error
+), failed AS (
+    -- the rows with an error that the update changes: it sees the table
+    -- as it was, so these are the ones this instance still holds
+    SELECT f.id, f.attempts, NULLIF(f.reason, '') AS reason, f.last_error
+    FROM unnest($1::uuid[], $3::int[], $4::text[], $5::text[]) AS f(id, attempts, last_error, reason)
+    WHERE f.last_error <> ''
+      AND EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.event_id = f.id AND d.status = 'PROCESSING' AND d.locked_by = $10)
 ), attempt AS (
     INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, failure_reason, error)
-    SELECT up.event_id, up.attempts, coalesce($11::timestamptz, now()), up.failure_reason, up.last_error
-    FROM up WHERE up.last_error IS NOT NULL
-), trimmed AS (
-    DELETE FROM outbox.delivery_attempts a
-    USING (SELECT old.event_id, old.id FROM up
-           CROSS JOIN LATERAL (SELECT x.event_id, x.id FROM outbox.delivery_attempts x WHERE x.event_id = up.event_id
-                               ORDER BY x.id DESC OFFSET 9) old
-           WHERE up.last_error IS NOT NULL) old
-    WHERE a.event_id = old.event_id AND a.id = old.id
+    SELECT failed.id, failed.attempts, coalesce($11::timestamptz, now()), failed.reason, failed.last_error FROM failed
 )
-SELECT count(*) FROM up
+DELETE FROM outbox.delivery_attempts a
+USING (SELECT old.event_id, old.id FROM failed
+       CROSS JOIN LATERAL (SELECT x.event_id, x.id FROM outbox.delivery_attempts x WHERE x.event_id = failed.id
+                           ORDER BY x.id DESC OFFSET 9) old) old
+WHERE a.event_id = old.event_id AND a.id = old.id
