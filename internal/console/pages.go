@@ -210,7 +210,7 @@ type failedData struct {
 	Count  store.Count // up to listCountBound
 	Walked bool        // Count is of the newest typeWalk FAILED rows (an event type, key or error filter)
 	Walk   int
-	// Bounded: a search by key or error text was bounded to the newest
+	// Bounded: a search by event type, key or error text was bounded to the newest
 	// Walk FAILED events matching the rest of the filter (Since and Until
 	// say which); Before is the search of the ones before them.
 	Bounded bool
@@ -244,14 +244,15 @@ func failedFilter(q url.Values) (store.FailedFilter, error) {
 	return f, nil
 }
 
-// search bounds a search by key or error text (no index reads them) to the
-// newest typeWalk FAILED events matching the rest of f: past that many, it
+// search bounds a search by event type, key or error text (no index of
+// the FAILED rows reads them: each row's is read) to the newest typeWalk
+// FAILED events matching the rest of f: past that many, it
 // raises f's since to the failure time of the last of them and fixes its
 // until (the page's time, if it had none), so that the list, its count, its
 // other pages and the actions on all matching read the same rows. It says
 // whether it did.
 func (c *Console) search(ctx context.Context, f *store.FailedFilter, shown time.Time) (bool, error) {
-	if f.Key == "" && f.ErrorContains == "" {
+	if f.EventType == "" && f.Key == "" && f.ErrorContains == "" {
 		return false, nil
 	}
 	floor, err := c.st.SearchFloor(ctx, *f, typeWalk)
@@ -308,7 +309,9 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked}, walked
+	// A bounded search counts exactly among the rows it read; older ones
+	// may match too.
+	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked || d.Bounded}, walked && !d.Bounded
 	c.failedLinks(&d, more, behind)
 	d.Back = backOf(r)
 	c.render(w, r, "failed.html", "FAILED events", d)

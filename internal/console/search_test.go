@@ -23,8 +23,9 @@ import (
 func searchRows(t *testing.T, pool *pgxpool.Pool, n int, base time.Time) {
 	t.Helper()
 	if _, err := pool.Exec(context.Background(), `
-		WITH ev AS (INSERT INTO outbox.events (topic, key, payload)
-		            SELECT 'orders', CASE WHEN i = $1 THEN '<b>k</b>' ELSE 'k' || (i % 50) END, jsonb_build_object('i', i)
+		WITH ev AS (INSERT INTO outbox.events (topic, key, payload, event_type)
+		            SELECT 'orders', CASE WHEN i = $1 THEN '<b>k</b>' ELSE 'k' || (i % 50) END, jsonb_build_object('i', i),
+		                   CASE WHEN i % 1000 = 0 THEN 'rare.type' ELSE 'common.type' END
 		            FROM generate_series(1, $1) i RETURNING id, key, (payload->>'i')::int AS i)
 		INSERT INTO outbox.deliveries (event_id, topic, key, status, attempts, failure_reason, last_error, updated_at)
 		SELECT id, 'orders', key, 'FAILED', 1, 'INVALID_TOPIC',
@@ -93,6 +94,7 @@ func TestConsole_FailedEventsAreSearchedByKeyErrorTextAndTimeAsTheDatabaseSays(t
 			`d.updated_at >= '` + at(200) + `' AND d.updated_at < '` + at(300) + `'`, false},
 		{"ByErrorTextInATimeRangeItReadsWhole", url.Values{"error_contains": {"needle"}, "since": {at(100)}, "until": {at(5000)}},
 			`strpos(d.last_error, 'needle') > 0 AND d.updated_at >= '` + at(100) + `' AND d.updated_at < '` + at(5000) + `'`, false},
+		{"ByEventType", url.Values{"event_type": {"rare.type"}}, `d.event_id IN (SELECT id FROM outbox.events WHERE event_type = 'rare.type') AND d.event_id::text IN (` + window + `)`, true},
 		{"ByKeyAndErrorText", url.Values{"key": {"k14"}, "error_contains": {"needle"}},
 			`d.key = 'k14' AND strpos(d.last_error, 'needle') > 0 AND d.event_id::text IN (` + window + `)`, true},
 	} {
@@ -106,7 +108,11 @@ func TestConsole_FailedEventsAreSearchedByKeyErrorTextAndTimeAsTheDatabaseSays(t
 			if got := listed(body); !slices.Equal(got, want[:min(len(want), 50)]) {
 				t.Errorf("listed %d events %v, want the database's newest %d of %d", len(got), got, min(len(want), 50), len(want))
 			}
-			if wantCount := `<p id="count">` + thousandsOf(int64(len(want))) + ` FAILED events match.`; !strings.Contains(body, wantCount) {
+			wantCount := `<p id="count">` + thousandsOf(int64(len(want))) + ` FAILED events match.`
+			if c.bounded { // exact among those it read; older ones may match
+				wantCount = `<p id="count">≥ ` + thousandsOf(int64(len(want))) + ` FAILED events match among the newest 10,000 that match the other filters.`
+			}
+			if !strings.Contains(body, wantCount) {
 				t.Errorf("the page's count is not %q:\n%s", wantCount, body[strings.Index(body, `<p id="count">`):][:300])
 			}
 			if strings.Contains(body, `id="bound"`) != c.bounded {
@@ -181,5 +187,31 @@ func TestConsole_ASearchsBadInputIsA400NamingTheParameter(t *testing.T) {
 	form := url.Values{"match": {"yes"}, "since": {"2026-11-26T10:00:00Z"}, "until": {"2026-11-26T09:00:00Z"}}
 	if code, body := postForm(t, srv, "/skip", adminToken, form, ""); code != http.StatusBadRequest || !strings.Contains(body, "until") {
 		t.Errorf("skip all matching from > to: %d %q, want 400 naming until", code, body)
+	}
+}
+
+func TestConsole_ARareTypeIsSearchedAmongTheNewestFailedEventsThenTheOnesBefore(t *testing.T) {
+	t.Parallel()
+	srv, _, dbURL := serve(t, "")
+	pool := pgtest.Pool(t, dbURL)
+	pool.Exec(context.Background(), `DELETE FROM outbox.events`) //nolint:errcheck // serve's rows would only get in the way
+	searchRows(t, pool, 10100, time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	// The type of the three oldest only: a search that read every FAILED
+	// row to fill its page would find them, reading 10,100 rows.
+	want := ids(t, pool, `UPDATE outbox.events SET event_type = 'ancient.type' WHERE (payload->>'i')::int <= 3 RETURNING id::text`)
+	_, body := get(t, srv, "/failed?event_type=ancient.type", readToken)
+	if got := listed(body); len(got) != 0 || !strings.Contains(body, `id="bound"`) {
+		t.Fatalf("a rare type among the newest 10,000: listed %d, bound said %v; want none, and the bound", len(got), strings.Contains(body, `id="bound"`))
+	}
+	before := regexp.MustCompile(`<a id="search-before" href="([^"]*)"`).FindStringSubmatch(body)
+	if before == nil {
+		t.Fatal("no link to search the ones before")
+	}
+	_, body = get(t, srv, html.UnescapeString(before[1]), readToken)
+	got := listed(body)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) || !strings.Contains(body, `<p id="count">3 FAILED events match.`) {
+		t.Errorf("the ones before: listed %v, want %v", got, want)
 	}
 }
