@@ -36,8 +36,9 @@ type FailedFilter struct {
 	// only: resend's --from and --to of earlier releases).
 	CreatedFrom, CreatedTo *time.Time
 	// Key is the events' key; ErrorContains a text their last error
-	// contains (case-sensitive). Neither is in an index of the FAILED rows:
-	// the console bounds such a search (SearchFloor).
+	// contains (case-sensitive). Neither is in an index of the FAILED rows
+	// (nor is the event type): the console bounds such a search
+	// (SearchFloor).
 	Key, ErrorContains string
 }
 
@@ -147,7 +148,7 @@ func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after *FailedCur
 // SearchFloor is, when more than walk FAILED rows match f's topic, reason
 // and failure times (the filters the indexes read), the failure time of
 // the walk-th newest of them; nil when walk or fewer match. The console
-// searches by key or error text only among the FAILED events that failed
+// searches by event type, key or error text only among the FAILED events that failed
 // at or after it: it raises the filter's Since to it, so that the list,
 // its count and the actions on all matching read the same rows.
 func (s *Store) SearchFloor(ctx context.Context, f FailedFilter, walk int) (*time.Time, error) {
