@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -323,14 +324,14 @@ func TestBrowser_FailedIsSearchedByKeyAndErrorTextAndEveryKeyLeadsToItsQueueAndE
 		SELECT ev.id::text FROM ev JOIN d ON d.event_id = ev.id WHERE ev.n = 1`).Scan(&blocking); err != nil {
 		t.Fatal(err)
 	}
-	ctx := browser(t, readToken)
+	ctx := browser(t, adminToken)
 	var rows []string
 	var state, location, queue, events string
 	run(t, ctx, chromedp.Navigate(srv.URL+"/failed"),
 		chromedp.SetValue(`input[name="key"]`, "alice", chromedp.ByQuery),
 		chromedp.SetValue(`input[name="error_contains"]`, "too large", chromedp.ByQuery),
 		chromedp.Submit(`input[name="key"]`, chromedp.ByQuery), chromedp.WaitVisible("#failed", chromedp.ByQuery),
-		chromedp.Evaluate(`[...document.querySelectorAll("#failed tr")].slice(1).map(r => r.cells[0].innerText + " " + r.cells[2].innerText)`, &rows),
+		chromedp.Evaluate(`[...document.querySelectorAll("#failed tr")].slice(1).map(r => r.querySelector("a[href*='/events/']").innerText + " " + r.querySelector("a.key").innerText)`, &rows),
 		chromedp.Location(&location))
 	if want := []string{blocking + " alice"}; !slices.Equal(rows, want) || !strings.Contains(location, "key=alice") {
 		t.Fatalf("searched FAILED by key alice and %q: %q on %s, want %q", "too large", rows, location, want)
@@ -360,5 +361,20 @@ func TestBrowser_FailedIsSearchedByKeyAndErrorTextAndEveryKeyLeadsToItsQueueAndE
 		if !strings.Contains(location, "/keys?") || !strings.Contains(location, "topic=orders") {
 			t.Errorf("the key on %s leads to %s, want its key's page", page.path, location)
 		}
+	}
+	// Skipping all that the search matches names the search and changes
+	// only its row.
+	var what, confirm string
+	run(t, ctx, chromedp.Navigate(srv.URL+"/failed?"+url.Values{"key": {"alice"}, "error_contains": {"too large"}}.Encode()),
+		chromedp.Click("#skip-matching", chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery),
+		chromedp.Text("#confirm-what", &what), chromedp.Text("#confirm-count", &confirm),
+		chromedp.Click("#confirm", chromedp.ByQuery), chromedp.WaitVisible(".notice", chromedp.ByQuery))
+	if !strings.Contains(what, `of key "alice"`) || !strings.Contains(what, `whose last error contains "too large"`) ||
+		!strings.Contains(confirm, "1 event would change now") {
+		t.Errorf("the confirmation of skipping the search: %q %q", what, confirm)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SKIPPED'`); n != 1 ||
+		pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SKIPPED' AND event_id = $1`, blocking) != 1 {
+		t.Errorf("%d SKIPPED, want only the one the search found", n)
 	}
 }
