@@ -291,7 +291,7 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Bounded {
 		d.Since, d.Until = f.Since.UTC().Format(time.RFC3339Nano), f.Until.UTC().Format(time.RFC3339Nano)
-		d.Before = c.failedLink(f, d.Oldest, "until", d.Since, "since", "")
+		d.Before = c.failedLink(f, d.Oldest, "until", d.Since, "since", q.Get("since")) // and the since asked for, if any
 	}
 	d.Filter = f
 	events, more, behind, err := c.failedPage(ctx, f, after, before, !d.Oldest)
