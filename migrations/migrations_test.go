@@ -103,9 +103,18 @@ func TestMigrations_DeletingOrTruncatingEventsRemovesTheirStatusRows(t *testing.
 	exec(`WITH ev AS (INSERT INTO outbox.events (topic, payload) SELECT 't', jsonb_build_object('n', s)
 	                  FROM generate_series(1, 10) AS s RETURNING id, payload)
 	      INSERT INTO outbox.deliveries (event_id, status) SELECT id, 'SENT' FROM ev`)
+	exec(`INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, error)
+	      SELECT event_id, a, now(), 'refused' FROM outbox.deliveries, generate_series(1, 2) a`)
 	exec(`DELETE FROM outbox.events WHERE (payload->>'n')::int <= 3`)
 	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 7 {
 		t.Fatalf("%d status rows after deleting 3 of 10 events, want 7", n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_attempts a
+		WHERE NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.event_id = a.event_id)`); n != 0 {
+		t.Fatalf("%d failed attempts outlived their status rows", n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_attempts`); n != 14 {
+		t.Fatalf("%d failed attempts after deleting 3 of 10 events, want the other 7's 14", n)
 	}
 	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries d
 		WHERE NOT EXISTS (SELECT 1 FROM outbox.events e WHERE e.id = d.event_id)`); n != 0 {
@@ -114,6 +123,9 @@ func TestMigrations_DeletingOrTruncatingEventsRemovesTheirStatusRows(t *testing.
 	exec(`TRUNCATE outbox.events`)
 	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 0 {
 		t.Fatalf("%d status rows after TRUNCATE outbox.events, want 0", n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.delivery_attempts`); n != 0 {
+		t.Fatalf("%d failed attempts after TRUNCATE outbox.events, want 0", n)
 	}
 }
 

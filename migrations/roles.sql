@@ -19,9 +19,9 @@
 --                    with their owner's rights; add to the console's action
 --                    log (outbox.log_console_action). No INSERT, UPDATE or
 --                    DELETE on a table, no DDL.
---   outbox_relay     the relay: read the outbox, write status rows and copies
---                    and the History's counts (outbox.delivery_minutes,
---                    outbox.delivery_hours),
+--   outbox_relay     the relay: read the outbox, write status rows, copies,
+--                    failed attempts and the History's counts
+--                    (outbox.delivery_minutes, outbox.delivery_hours),
 --                    delete what retention deletes. Its login role also needs
 --                    REPLICATION (a role attribute, not inherited): CREATE ROLE
 --                    relay LOGIN REPLICATION IN ROLE outbox_relay.
@@ -84,6 +84,8 @@ GRANT SELECT, INSERT ON outbox.dead_letter_topics TO outbox_relay;
 -- The per-minute counts of the console's History (migration 18): each
 -- relay adds its own and deletes those past --history-retention.
 GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.delivery_minutes, outbox.delivery_hours TO outbox_relay;
+-- Failed attempts: added, and the older ones deleted, as attempts fail.
+GRANT SELECT, INSERT, DELETE ON outbox.delivery_attempts TO outbox_relay;
 GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_events, outbox.delivery_stats,
     outbox.held_keys TO outbox_relay;
 

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,13 @@ func TestPoller_RowLeftProcessingByADeadInstanceIsRecovered(t *testing.T) {
 	}
 	if r := b.delivery(t, "00000000-0000-0000-0000-00000000000c"); r.status != "PROCESSING" {
 		t.Errorf("a live instance's fresh claim was taken: %+v", r)
+	}
+	// The attempt taken back is a failed attempt of its event, with why.
+	for id, want := range map[string]string{"00000000-0000-0000-0000-00000000000a": "", "00000000-0000-0000-0000-00000000000b": relay.ReasonRetriesExhausted} {
+		got := b.attempts(t, id)
+		if len(got) != 1 || got[0].reason != want || !strings.Contains(got[0].err, "dead-relay") {
+			t.Errorf("attempts of %s: %+v, want the one taken back from dead-relay (reason %q)", id, got, want)
+		}
 	}
 }
 

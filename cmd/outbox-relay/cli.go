@@ -53,6 +53,17 @@ func parse(fs *flagenv.Set, args []string, stdout, stderr io.Writer) error {
 // share.
 type filterFlags struct {
 	topic, eventType, reason, since, until string
+	// key and errorContains are the FAILED search's (failed, resend and
+	// skip; not purge): search defines them.
+	key, errorContains string
+}
+
+// search defines the filters of a search of FAILED events by key and by a
+// text of the last error.
+func (f *filterFlags) search(fs *flagenv.Set) {
+	fs.String(&f.key, "key", "", "only events of this key")
+	fs.String(&f.errorContains, "error-contains", "", "only events whose last_error contains this text (case-sensitive; "+
+		"read from each FAILED row matching the other filters: narrow them on a big table)")
 }
 
 // register defines the filters; when is what --since and --until bound.
@@ -66,14 +77,18 @@ func (f *filterFlags) register(fs *flagenv.Set, when string) {
 
 // set reports whether any filter is given.
 func (f *filterFlags) set() bool {
-	return f.topic != "" || f.eventType != "" || f.reason != "" || f.since != "" || f.until != ""
+	return f.topic != "" || f.eventType != "" || f.reason != "" || f.since != "" || f.until != "" || f.key != "" ||
+		f.errorContains != ""
 }
 
 // failed returns the store's filter of FAILED events.
 func (f *filterFlags) failed(now time.Time) (store.FailedFilter, error) {
 	since, until, err := f.times(now)
+	if err == nil && since != nil && until != nil && until.Before(*since) {
+		err = flagenv.Usagef("--until %q is before --since %q", f.until, f.since)
+	}
 	return store.FailedFilter{Topic: f.topic, EventType: f.eventType, Reason: strings.ToUpper(f.reason),
-		Since: since, Until: until}, err
+		Since: since, Until: until, Key: f.key, ErrorContains: f.errorContains}, err
 }
 
 func (f *filterFlags) times(now time.Time) (since, until *time.Time, err error) {

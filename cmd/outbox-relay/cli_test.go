@@ -229,3 +229,41 @@ func TestSkipAndResend_TakeTheFiltersOfFailed(t *testing.T) {
 		t.Fatalf("%s still FAILED, want the one of 3 days ago", got)
 	}
 }
+
+func TestFailedSkipAndResend_SearchByKeyAndByATextOfTheLastError(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	if _, err := pool.Exec(context.Background(), `
+		WITH ev AS (INSERT INTO outbox.events (topic, key, payload) VALUES
+			('orders', 'alice', '{}'), ('orders', 'alice', '{}'), ('orders', 'bob', '{}') RETURNING id, key, payload)
+		INSERT INTO outbox.deliveries (event_id, topic, key, status, attempts, failure_reason, last_error)
+		SELECT id, 'orders', key, 'FAILED', 1, 'INVALID_TOPIC',
+		       CASE WHEN key = 'bob' THEN 'broker said Needle' ELSE 'broker said no' END FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		stdout, stderr, code := runCLI(t, env("OUTBOX_DATABASE_URL", dbURL), args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+		}
+		return strings.TrimSpace(stdout)
+	}
+	for args, want := range map[string]string{"--key alice": "2", "--error-contains Needle": "1", "--error-contains needle": "0",
+		"--key alice --error-contains Needle": "0"} {
+		if got := run(append([]string{"failed", "--count"}, strings.Fields(args)...)...); got != want {
+			t.Errorf("failed --count %s: %s, want %s", args, got, want)
+		}
+	}
+	if got := run("failed", "--key", "bob", "--format", "json"); !strings.Contains(got, `"key":"bob"`) || strings.Contains(got, "alice") {
+		t.Errorf("failed --key bob lists %s", got)
+	}
+	if got := run("skip", "--failed", "--error-contains", "Needle"); got != "skipped 1 failed events" {
+		t.Errorf("skip --failed --error-contains: %q", got)
+	}
+	if got := run("resend", "--failed", "--key", "alice"); got != "resent 2 failed events" {
+		t.Errorf("resend --failed --key: %q", got)
+	}
+	if _, _, code := runCLI(t, env("OUTBOX_DATABASE_URL", dbURL), "failed", "--since", "2026-11-26T10:00:00Z", "--until", "2026-11-26T09:00:00Z"); code != 64 {
+		t.Errorf("--until before --since: exit %d, want 64", code)
+	}
+}

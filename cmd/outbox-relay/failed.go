@@ -24,6 +24,7 @@ func failedCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	var f filterFlags
 	databaseFlag(fs, &dbURL)
 	f.register(fs, "failed")
+	f.search(fs)
 	fs.String(&after, "after", "", "page: list only events after this place (the previous page says it: the last one's failed_at,event_id; "+
 		"an event id alone is the place of its last change)")
 	out.register(fs, "at most this many events")

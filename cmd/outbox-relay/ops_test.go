@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -130,10 +131,10 @@ func TestHeldAndSkip_MirrorTheSQLOperations(t *testing.T) {
 	}
 	run := cli(ctx, dbURL)
 
-	out, _, code := run("held")
+	out, errOut, code := run("held")
 	if code != 0 || !strings.Contains(out, "-000000000001") || !strings.Contains(out, "MESSAGE_TOO_LARGE") ||
-		strings.Count(out, "\n") != 2 {
-		t.Fatalf("held (exit %d):\n%s\nwant one key, blocked by event 1", code, out)
+		strings.Count(out, "\n") != 2 || !strings.Contains(errOut, "1 held keys") {
+		t.Fatalf("held (exit %d):\n%s%s\nwant one key, blocked by event 1, and the count", code, out, errOut)
 	}
 	if out, _, _ := run("held", "--format", "json"); !strings.Contains(out, `"queued":2`) {
 		t.Fatalf("held --format json = %q, want 2 queued", out)
@@ -152,5 +153,62 @@ func TestHeldAndSkip_MirrorTheSQLOperations(t *testing.T) {
 	}
 	if out, errOut, _ := run("held"); strings.Count(out, "\n") != 1 || !strings.Contains(errOut, "no held keys") {
 		t.Fatalf("held after the skip:\n%s%s\nwant none", out, errOut)
+	}
+}
+
+func TestHeld_PagesTheKeysInTopicAndKeyOrderWithTheirTotal(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := pgtest.Migrated(t)
+	ctx := context.Background()
+	// Five keys of orders, each held by a FAILED event with one queued
+	// behind it; key k'3 has a quote, for the next page's flags.
+	if _, err := pool.Exec(ctx, `
+		WITH ev AS (INSERT INTO outbox.events (topic, key, payload)
+		            SELECT 'orders', CASE WHEN k = 3 THEN 'k''3' ELSE 'k' || k END, jsonb_build_object('n', n)
+		            FROM generate_series(1, 5) k, generate_series(1, 2) n RETURNING id, key, (payload->>'n')::int AS n)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, failure_reason, last_error, topic, key, commit_lsn, tx_position)
+		SELECT id, CASE n WHEN 1 THEN 'FAILED' ELSE 'PENDING' END, 1, CASE n WHEN 1 THEN 'MESSAGE_TOO_LARGE' END, 'no',
+		       'orders', key, '0/0'::pg_lsn + n, 0
+		FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	run := cli(ctx, dbURL)
+	var keys []string
+	args := []string{"held", "--limit", "2", "--format", "json"}
+	for page := 0; page < 4; page++ {
+		out, errOut, code := run(args...)
+		if code != 0 || !strings.Contains(errOut, "5 held keys") {
+			t.Fatalf("%v: exit %d, %s", args, code, errOut)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if line != "" {
+				var h struct{ Key string }
+				if err := json.Unmarshal([]byte(line), &h); err != nil {
+					t.Fatal(err)
+				}
+				keys = append(keys, h.Key)
+			}
+		}
+		_, next, found := strings.Cut(errOut, "more may follow: ")
+		if !found {
+			break
+		}
+		// The flags as a shell reads them: 'k'\''3' is k'3.
+		fields := strings.Fields(strings.TrimSpace(next))
+		unquote := func(s string) string { return strings.ReplaceAll(strings.Trim(s, "'"), `'\''`, "'") }
+		args = []string{"held", "--limit", "2", "--format", "json", fields[0], unquote(fields[1]), fields[2], unquote(fields[3])}
+	}
+	want := []string{}
+	rows, err := pool.Query(ctx, `SELECT DISTINCT key FROM outbox.deliveries ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		_ = rows.Scan(&k)
+		want = append(want, k)
+	}
+	if strings.Join(keys, " ") != strings.Join(want, " ") || len(keys) != 5 {
+		t.Errorf("held page by page: %q, want %q", keys, want)
 	}
 }

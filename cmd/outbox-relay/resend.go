@@ -68,6 +68,7 @@ type targets struct {
 func (t *targets) register(fs *flagenv.Set, verb string) {
 	fs.Bool(&t.failed, "failed", false, verb+" every FAILED event matching the filters (instead of event ids)")
 	t.filter.register(fs, "failed")
+	t.filter.search(fs)
 }
 
 // check reads the ids after the flags and returns the filter.
@@ -79,7 +80,7 @@ func (t *targets) check(fs *flagenv.Set, now time.Time) (store.FailedFilter, err
 	case !t.failed && len(t.ids) == 0:
 		return store.FailedFilter{}, flagenv.Usagef("give event ids (%s ID...) or --failed with filters", fs.Name())
 	case !t.failed && t.filter.set():
-		return store.FailedFilter{}, flagenv.Usagef("the filters (--topic, --event-type, --reason, --since, --until) go with --failed, not with event ids")
+		return store.FailedFilter{}, flagenv.Usagef("the filters (--topic, --event-type, --reason, --since, --until, --key, --error-contains) go with --failed, not with event ids")
 	}
 	for _, id := range t.ids {
 		if !uuidText.MatchString(id) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,6 +269,14 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 		}
 		return counts
 	})
+	// Its attempts, as the relay kept them: the topic was missing, and was
+	// still when it was resent twice.
+	if _, err := pool.Exec(context.Background(), `INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, failure_reason, error)
+		SELECT $1, 1, now() - s * interval '3 minutes', 'INVALID_TOPIC',
+		       'topic "invoices": kafka server: Request was for a topic or partition that does not exist on this broker'
+		FROM generate_series(2, 0, -1) s`, failed); err != nil {
+		t.Fatal(err)
+	}
 	c, err := console.New(store.New(pgtest.Pool(t, pgtest.OperatorURL(dbURL))), console.Config{AdminToken: adminToken})
 	if err != nil {
 		t.Fatal(err)
@@ -289,5 +298,107 @@ func TestBrowser_ScreenshotsOfTheOverviewAndAFailedEvent(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+func TestBrowser_AnEventsPageListsItsFailedAttemptsNewestFirstInUTCWithTheirErrorsShownAsText(t *testing.T) {
+	srv, ids, dbURL := serve(t, "")
+	pool := pgtest.Pool(t, dbURL)
+	// Two attempts as the relay writes them, with errors a hostile broker
+	// or event could make: markup, a terminal escape, a bidirectional
+	// override.
+	if _, err := pool.Exec(context.Background(), `INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, failure_reason, error) VALUES
+		($1, 1, '2026-11-26T10:00:00+02', NULL, E'<img src=x onerror=alert(2)> refused\x1b[31m'),
+		($1, 2, '2026-11-26T10:00:05+02', 'INVALID_TOPIC', E'gone \u202Eevil')`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t, readToken)
+	var rows []string
+	var none string
+	run(t, ctx, chromedp.Navigate(srv.URL+"/events/"+ids[0]),
+		chromedp.Evaluate(`[...document.querySelectorAll("#failed-attempts tr")].slice(1).map(r => r.innerText)`, &rows),
+		chromedp.Navigate(srv.URL+"/events/"+ids[2]), chromedp.Text("#failed-attempts", &none))
+	want := []string{
+		"2\t2026-11-26 08:00:05.000 UTC\tINVALID_TOPIC\tgone \\u202eevil",
+		"1\t2026-11-26 08:00:00.000 UTC\tretried\t<img src=x onerror=alert(2)> refused\\x1b[31m",
+	}
+	if !slices.Equal(rows, want) {
+		t.Errorf("the attempts shown:\n%q\nwant:\n%q", rows, want)
+	}
+	if !strings.Contains(none, "none") {
+		t.Errorf("an event without failed attempts shows %q, want none", none)
+	}
+}
+
+func TestBrowser_FailedIsSearchedByKeyAndErrorTextAndEveryKeyLeadsToItsQueueAndEvents(t *testing.T) {
+	srv, _, dbURL := serve(t, "")
+	pool := pgtest.Pool(t, dbURL)
+	// Key "alice" of orders is held: its first event FAILED, two queued
+	// behind it; one of bob's failed with another error.
+	var blocking string
+	if err := pool.QueryRow(context.Background(), `
+		WITH ev AS (INSERT INTO outbox.events (topic, key, payload) VALUES
+			('orders', 'alice', '{"n": 1}'), ('orders', 'alice', '{"n": 2}'), ('orders', 'alice', '{"n": 3}'), ('orders', 'bob', '{"n": 4}')
+			RETURNING id, key, seq, (payload->>'n')::int AS n),
+		d AS (INSERT INTO outbox.deliveries (event_id, topic, key, seq, status, attempts, failure_reason, last_error, updated_at)
+			SELECT id, 'orders', key, seq, CASE WHEN n IN (1, 4) THEN 'FAILED' ELSE 'PENDING' END, CASE WHEN n IN (1, 4) THEN 1 ELSE 0 END,
+			       CASE WHEN n IN (1, 4) THEN 'MESSAGE_TOO_LARGE' END,
+			       CASE n WHEN 1 THEN 'record too large for alice' WHEN 4 THEN 'record too large, bob' END, now()
+			FROM ev RETURNING event_id)
+		SELECT ev.id::text FROM ev JOIN d ON d.event_id = ev.id WHERE ev.n = 1`).Scan(&blocking); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t, adminToken)
+	var rows []string
+	var state, location, queue, events string
+	run(t, ctx, chromedp.Navigate(srv.URL+"/failed"),
+		chromedp.SetValue(`input[name="key"]`, "alice", chromedp.ByQuery),
+		chromedp.SetValue(`input[name="error_contains"]`, "too large", chromedp.ByQuery),
+		chromedp.Submit(`input[name="key"]`, chromedp.ByQuery), chromedp.WaitVisible("#failed", chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("#failed tr")].slice(1).map(r => r.querySelector("a[href*='/events/']").innerText + " " + r.querySelector("a.key").innerText)`, &rows),
+		chromedp.Location(&location))
+	if want := []string{blocking + " alice"}; !slices.Equal(rows, want) || !strings.Contains(location, "key=alice") {
+		t.Fatalf("searched FAILED by key alice and %q: %q on %s, want %q", "too large", rows, location, want)
+	}
+	// The key leads to its queue: the event that blocks it first.
+	run(t, ctx, chromedp.Click("#failed a.key", chromedp.ByQuery), chromedp.WaitVisible("#queue", chromedp.ByQuery),
+		chromedp.Text("#key-state", &state), chromedp.Text("#queue", &queue))
+	if !strings.Contains(state, "key alice: 3 unfinished events") || !strings.Contains(state, "holds the others") ||
+		!strings.HasPrefix(strings.TrimSpace(strings.Split(queue, "\n")[1]), "blocking\t"+blocking) {
+		t.Errorf("the key's page: %q\n%s", state, queue)
+	}
+	// And to all its events, with their statuses.
+	run(t, ctx, chromedp.Click("#all-events", chromedp.ByQuery), chromedp.WaitVisible("#events", chromedp.ByQuery),
+		chromedp.Text("#events", &events))
+	if strings.Count(events, "alice") != 3 || strings.Count(events, "PENDING") != 2 || strings.Count(events, "FAILED") != 1 || strings.Contains(events, "bob") {
+		t.Errorf("all events of key alice:\n%s", events)
+	}
+	// Every key shown links to its page: the event list's, an event's.
+	for _, page := range []struct{ path, link string }{{"/events?key=bob", "#events a.key"}, {"/events/" + blocking, "#key"}} {
+		var linked bool
+		run(t, ctx, chromedp.Navigate(srv.URL+page.path), chromedp.Evaluate(`document.querySelector("`+page.link+`") !== null`, &linked))
+		if !linked {
+			t.Errorf("the key on %s is not a link (%s)", page.path, page.link)
+			continue
+		}
+		run(t, ctx, chromedp.Click(page.link, chromedp.ByQuery), chromedp.WaitVisible("#key-state", chromedp.ByQuery), chromedp.Location(&location))
+		if !strings.Contains(location, "/keys?") || !strings.Contains(location, "topic=orders") {
+			t.Errorf("the key on %s leads to %s, want its key's page", page.path, location)
+		}
+	}
+	// Skipping all that the search matches names the search and changes
+	// only its row.
+	var what, confirm string
+	run(t, ctx, chromedp.Navigate(srv.URL+"/failed?"+url.Values{"key": {"alice"}, "error_contains": {"too large"}}.Encode()),
+		chromedp.Click("#skip-matching", chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery),
+		chromedp.Text("#confirm-what", &what), chromedp.Text("#confirm-count", &confirm),
+		chromedp.Click("#confirm", chromedp.ByQuery), chromedp.WaitVisible(".notice", chromedp.ByQuery))
+	if !strings.Contains(what, `of key "alice"`) || !strings.Contains(what, `whose last error contains "too large"`) ||
+		!strings.Contains(confirm, "1 event would change now") {
+		t.Errorf("the confirmation of skipping the search: %q %q", what, confirm)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SKIPPED'`); n != 1 ||
+		pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SKIPPED' AND event_id = $1`, blocking) != 1 {
+		t.Errorf("%d SKIPPED, want only the one the search found", n)
 	}
 }

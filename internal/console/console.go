@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
 // ListenDefault is where the console listens unless told otherwise:
@@ -254,6 +255,10 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		// utc is a time as every page shows it: in UTC, labelled.
 		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC" },
 		"count": showCount,
+		// visible shows the control characters, bidirectional overrides
+		// and bytes that are not UTF-8 of a text from the database as
+		// escapes (\x1b, \u202e), keeping its lines.
+		"visible": termsafe.Text,
 		// keyQuery is the key page's query for a topic's key.
 		"keyQuery": func(topic, key string) template.URL {
 			return template.URL(url.Values{"topic": {topic}, "key": {key}}.Encode()) //nolint:gosec // encoded

@@ -194,6 +194,8 @@ const payloadShown = 64 << 10
 // eventData is an event's page.
 type eventData struct {
 	*store.EventDetail
+	Failures    []store.Attempt // its failed attempts, newest first
+	Kept        int             // how many an event keeps
 	ShowPayload bool
 	Payload     string // as text, or base64 when it is not UTF-8
 	Base64      bool
@@ -229,7 +231,13 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 	if ev == nil {
 		return
 	}
-	d := eventData{EventDetail: ev, ShowPayload: r.URL.Query().Get("payload") == "show", Size: len(ev.Payload)}
+	d := eventData{EventDetail: ev, ShowPayload: r.URL.Query().Get("payload") == "show", Size: len(ev.Payload),
+		Kept: store.AttemptsKept}
+	var err error
+	if d.Failures, err = c.st.Attempts(r.Context(), id); err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	if d.ShowPayload {
 		b := ev.Payload
 		if len(b) > payloadShown {

@@ -208,8 +208,13 @@ type failedData struct {
 	Oldest bool // oldest failure first (else newest first)
 	Events []store.Failed
 	Count  store.Count // up to listCountBound
-	Walked bool        // Count is of the newest typeWalk FAILED rows (an event type filter)
+	Walked bool        // Count is of the newest typeWalk FAILED rows (an event type, key or error filter)
 	Walk   int
+	// Bounded: a search by event type, key or error text was bounded to the newest
+	// Walk FAILED events matching the rest of the filter (Since and Until
+	// say which); Before is the search of the ones before them.
+	Bounded bool
+	Before  string
 	// Prev and Next are the previous and next pages' addresses; "" at
 	// either end. First and Flip are the first page's, in this order and in
 	// the other.
@@ -221,7 +226,8 @@ type failedData struct {
 // failedFilter reads the FAILED list's filter: 400 for a reason the relay
 // never writes.
 func failedFilter(q url.Values) (store.FailedFilter, error) {
-	f := store.FailedFilter{Topic: q.Get("topic"), EventType: q.Get("event_type"), Reason: q.Get("reason")}
+	f := store.FailedFilter{Topic: q.Get("topic"), EventType: q.Get("event_type"), Reason: q.Get("reason"),
+		Key: q.Get("key"), ErrorContains: q.Get("error_contains")}
 	if f.Reason != "" && !slices.Contains(reasons, f.Reason) {
 		return f, fmt.Errorf("reason %q: not a failure reason (%s)", f.Reason, strings.Join(reasons, ", "))
 	}
@@ -229,8 +235,35 @@ func failedFilter(q url.Values) (store.FailedFilter, error) {
 	if f.Since, err = parseTime("since", q.Get("since")); err != nil {
 		return f, err
 	}
-	f.Until, err = parseTime("until", q.Get("until"))
-	return f, err
+	if f.Until, err = parseTime("until", q.Get("until")); err != nil {
+		return f, err
+	}
+	if f.Since != nil && f.Until != nil && f.Until.Before(*f.Since) {
+		return f, fmt.Errorf("until %q: before since %q", q.Get("until"), q.Get("since"))
+	}
+	return f, nil
+}
+
+// search bounds a search by event type, key or error text (no index of
+// the FAILED rows reads them: each row's is read) to the newest typeWalk
+// FAILED events matching the rest of f: past that many, it
+// raises f's since to the failure time of the last of them and fixes its
+// until (the page's time, if it had none), so that the list, its count, its
+// other pages and the actions on all matching read the same rows. It says
+// whether it did.
+func (c *Console) search(ctx context.Context, f *store.FailedFilter, shown time.Time) (bool, error) {
+	if f.EventType == "" && f.Key == "" && f.ErrorContains == "" {
+		return false, nil
+	}
+	floor, err := c.st.SearchFloor(ctx, *f, typeWalk)
+	if err != nil || floor == nil {
+		return false, err
+	}
+	f.Since = floor
+	if f.Until == nil {
+		f.Until = &shown
+	}
+	return true, nil
 }
 
 // reasons are the failure reasons the relay writes.
@@ -249,21 +282,37 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	d := failedData{Filter: f, Since: q.Get("since"), Until: q.Get("until"), Oldest: q.Get("order") == "oldest", Walk: typeWalk, Shown: c.now().UTC().Format(time.RFC3339Nano)}
+	now := c.now().UTC()
+	d := failedData{Since: q.Get("since"), Until: q.Get("until"), Oldest: q.Get("order") == "oldest", Walk: typeWalk, Shown: now.Format(time.RFC3339Nano)}
 	ctx := r.Context()
+	if d.Bounded, err = c.search(ctx, &f, now); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if d.Bounded {
+		d.Since, d.Until = f.Since.UTC().Format(time.RFC3339Nano), f.Until.UTC().Format(time.RFC3339Nano)
+		d.Before = c.failedLink(f, d.Oldest, "until", d.Since, "since", q.Get("since")) // and the since asked for, if any
+	}
+	d.Filter = f
 	events, more, behind, err := c.failedPage(ctx, f, after, before, !d.Oldest)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	d.Events = events
-	n, walked, err := c.st.CountFailed(ctx, f, listCountBound, typeWalk)
+	walk := typeWalk
+	if d.Bounded { // the search's window: typeWalk rows, and any that failed at the same time as its oldest
+		walk = listCountBound
+	}
+	n, walked, err := c.st.CountFailed(ctx, f, listCountBound, walk)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked}, walked
-	c.failedLinks(&d, q, more, behind)
+	// A bounded search counts exactly among the rows it read; older ones
+	// may match too.
+	d.Count, d.Walked = store.Count{N: n, AtLeast: n >= listCountBound || walked || d.Bounded}, walked && !d.Bounded
+	c.failedLinks(&d, more, behind)
 	d.Back = backOf(r)
 	c.render(w, r, "failed.html", "FAILED events", d)
 }
@@ -348,35 +397,46 @@ func (c *Console) failedSides(ctx context.Context, f store.FailedFilter, events 
 // failedLinks sets the addresses of d's first page (in this order and in the
 // other) and of the next and previous pages, if there are any, keeping the
 // filter q asked for.
-func (c *Console) failedLinks(d *failedData, q url.Values, more, behind bool) {
+func (c *Console) failedLinks(d *failedData, more, behind bool) {
 	f := d.Filter
-	link := func(order string, set ...string) string {
-		v := url.Values{}
-		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason, "order": order,
-			"since": q.Get("since"), "until": q.Get("until")} {
-			if s != "" {
-				v.Set(k, s)
-			}
-		}
-		for i := 0; i+1 < len(set); i += 2 {
-			v.Set(set[i], set[i+1])
-		}
-		if len(v) == 0 {
-			return c.cfg.Prefix + "/failed"
-		}
-		return c.cfg.Prefix + "/failed?" + v.Encode()
-	}
-	thisOrder, otherOrder := "", "oldest"
-	if d.Oldest {
-		thisOrder, otherOrder = "oldest", ""
-	}
-	d.First, d.Flip = link(thisOrder), link(otherOrder)
+	d.First, d.Flip = c.failedLink(f, d.Oldest), c.failedLink(f, !d.Oldest)
 	if more {
-		d.Next = link(thisOrder, "after", d.Events[len(d.Events)-1].Cursor().String())
+		d.Next = c.failedLink(f, d.Oldest, "after", d.Events[len(d.Events)-1].Cursor().String())
 	}
 	if behind {
-		d.Prev = link(thisOrder, "before", d.Events[0].Cursor().String())
+		d.Prev = c.failedLink(f, d.Oldest, "before", d.Events[0].Cursor().String())
 	}
+}
+
+// failedLink is the address of the FAILED list with filter f, oldest first
+// or not, and the parameters of set (name, value, ...; "" removes one).
+func (c *Console) failedLink(f store.FailedFilter, oldest bool, set ...string) string {
+	v := url.Values{}
+	for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason, "key": f.Key,
+		"error_contains": f.ErrorContains} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if oldest {
+		v.Set("order", "oldest")
+	}
+	for k, t := range map[string]*time.Time{"since": f.Since, "until": f.Until} {
+		if t != nil {
+			v.Set(k, t.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	for i := 0; i+1 < len(set); i += 2 {
+		if set[i+1] == "" {
+			v.Del(set[i])
+		} else {
+			v.Set(set[i], set[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return c.cfg.Prefix + "/failed"
+	}
+	return c.cfg.Prefix + "/failed?" + v.Encode()
 }
 
 // errorsJoinParam names the parameter an error is about (nil: nil).
@@ -674,7 +734,7 @@ func (c *Console) parseAction(r *http.Request, name string) (*action, error) {
 			}
 		}
 		a.Match = &f
-		for _, k := range []string{"match", "topic", "event_type", "reason", "since", "until", "shown"} {
+		for _, k := range []string{"match", "topic", "event_type", "reason", "key", "error_contains", "since", "until", "shown"} {
 			a.Confirm.Set(k, r.PostForm.Get(k))
 		}
 		a.Words = filterWords(f)
@@ -709,8 +769,14 @@ func filterWords(f store.FailedFilter) string {
 	if f.EventType != "" {
 		w += " of event type " + strconv.Quote(f.EventType)
 	}
+	if f.Key != "" {
+		w += " of key " + strconv.Quote(f.Key)
+	}
 	if f.Reason != "" {
 		w += " that failed with reason " + f.Reason
+	}
+	if f.ErrorContains != "" {
+		w += " whose last error contains " + strconv.Quote(f.ErrorContains)
 	}
 	if f.Since != nil {
 		w += " that failed at or after " + f.Since.UTC().Format("2006-01-02 15:04:05.000") + " UTC"
@@ -718,7 +784,7 @@ func filterWords(f store.FailedFilter) string {
 	if f.Until != nil {
 		w += " and failed before " + f.Until.UTC().Format("2006-01-02 15:04:05.000") + " UTC (at the latest when the list was shown)"
 	}
-	if f.Topic == "" && f.EventType == "" && f.Reason == "" {
+	if f.Topic == "" && f.EventType == "" && f.Reason == "" && f.Key == "" && f.ErrorContains == "" {
 		w += ", of every topic, type and reason"
 	}
 	return w
@@ -799,7 +865,8 @@ func (a *action) filter() []byte {
 	var v any = map[string][]string{"event_ids": a.IDs}
 	if f := a.Match; f != nil {
 		m := map[string]string{}
-		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason} {
+		for k, s := range map[string]string{"topic": f.Topic, "event_type": f.EventType, "reason": f.Reason, "key": f.Key,
+			"error_contains": f.ErrorContains} {
 			if s != "" {
 				m[k] = s
 			}

@@ -23,6 +23,8 @@ var (
 	eventsKeyWalkEndSQL string
 	//go:embed sql/event.sql
 	eventSQL string
+	//go:embed sql/attempts.sql
+	attemptsSQL string
 	//go:embed sql/events_count.sql
 	eventsCountSQL string
 )
@@ -187,4 +189,28 @@ func (s *Store) Event(ctx context.Context, id string) (*EventDetail, error) {
 		return nil, fmt.Errorf("reading event %s: %w", id, err)
 	}
 	return &d, nil
+}
+
+// AttemptsKept is how many failed attempts each event keeps in
+// outbox.delivery_attempts (its last ones): the statements that record a
+// failure trim the older ones (record_outcomes.sql, rescue_stuck.sql).
+const AttemptsKept = 10
+
+// Attempt is one failed delivery attempt of an event.
+type Attempt struct {
+	// Attempt is the status row's attempts after it (a resend starts over).
+	Attempt  int       `json:"attempt"`
+	FailedAt time.Time `json:"failed_at"`
+	// Reason is why it ended FAILED; "": it was to be retried.
+	Reason string `json:"failure_reason,omitempty"`
+	Error  string `json:"error"`
+}
+
+// Attempts reads an event's failed attempts, newest first (its last
+// AttemptsKept).
+func (s *Store) Attempts(ctx context.Context, id string) ([]Attempt, error) {
+	return collect(ctx, s.db, "reading attempts of event "+id, func(r pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		return a, r.Scan(&a.Attempt, &a.FailedAt, &a.Reason, &a.Error)
+	}, attemptsSQL, id)
 }

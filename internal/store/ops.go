@@ -21,6 +21,8 @@ var (
 	failedCountSQL string
 	//go:embed sql/failed_count_type.sql
 	failedCountTypeSQL string
+	//go:embed sql/failed_search_floor.sql
+	failedSearchFloorSQL string
 	//go:embed sql/resend_if_failed.sql
 	resendIfFailedSQL string
 )
@@ -33,10 +35,22 @@ type FailedFilter struct {
 	// CreatedFrom and CreatedTo bound the events' created_at (ResendFailed
 	// only: resend's --from and --to of earlier releases).
 	CreatedFrom, CreatedTo *time.Time
+	// Key is the events' key; ErrorContains a text their last error
+	// contains (case-sensitive). Neither is in an index of the FAILED rows
+	// (nor is the event type): the console bounds such a search
+	// (SearchFloor).
+	Key, ErrorContains string
+}
+
+// searched says whether f has a filter no index of the FAILED rows reads:
+// the event type, the key or the error's text.
+func (f FailedFilter) searched() bool {
+	return f.EventType != "" || f.Key != "" || f.ErrorContains != ""
 }
 
 func (f FailedFilter) args() []any {
-	return []any{nullable(f.Topic), nullable(f.EventType), nullable(f.Reason), f.Since, f.Until}
+	return []any{nullable(f.Topic), nullable(f.EventType), nullable(f.Reason), f.Since, f.Until, nullable(f.Key),
+		nullable(f.ErrorContains)}
 }
 
 func nullable(s string) *string {
@@ -131,13 +145,33 @@ func (s *Store) FailedPage(ctx context.Context, f FailedFilter, after *FailedCur
 	}, sql, append(append([]any{pgx.QueryExecModeExec}, f.args()...), at, id, limit)...)
 }
 
+// SearchFloor is, when more than walk FAILED rows match f's topic, reason
+// and failure times (the filters the indexes read), the failure time of
+// the walk-th newest of them; nil when walk or fewer match. The console
+// searches by event type, key or error text only among the FAILED events that failed
+// at or after it: it raises the filter's Since to it, so that the list,
+// its count and the actions on all matching read the same rows.
+func (s *Store) SearchFloor(ctx context.Context, f FailedFilter, walk int) (*time.Time, error) {
+	var at time.Time
+	err := s.db.QueryRow(ctx, failedSearchFloorSQL, pgx.QueryExecModeExec, nullable(f.Topic), nullable(f.Reason), f.Since, f.Until,
+		walk-1).Scan(&at)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("bounding the search of failed events: %w", err)
+	}
+	return &at, nil
+}
+
 // Cursor is the place of x in the order of FAILED events.
 func (x Failed) Cursor() FailedCursor { return FailedCursor{At: x.FailedAt, ID: x.EventID} }
 
 // CountFailed counts the FAILED events matching f, up to limit (0: all).
-// With an event type (read from each event, not from the status row), it
-// counts among the newest walk FAILED rows matching the rest of f (0:
-// all): walked says it stopped there, so older ones may match too.
+// With an event type (read from each event, not from the status row), a
+// key or an error's text, it counts among the newest walk FAILED rows
+// matching the rest of f (0: all): walked says it stopped there, so older
+// ones may match too.
 func (s *Store) CountFailed(ctx context.Context, f FailedFilter, limit, walk int) (n int64, walked bool, err error) {
 	bound := func(n int) *int {
 		if n > 0 {
@@ -145,7 +179,7 @@ func (s *Store) CountFailed(ctx context.Context, f FailedFilter, limit, walk int
 		}
 		return nil
 	}
-	if f.EventType == "" {
+	if !f.searched() {
 		if err := s.db.QueryRow(ctx, failedCountSQL, pgx.QueryExecModeExec, nullable(f.Topic), nullable(f.Reason), f.Since, f.Until,
 			bound(limit)).Scan(&n); err != nil {
 			return 0, false, fmt.Errorf("counting failed events: %w", err)
@@ -193,8 +227,9 @@ func (s *Store) ResendIfFailed(ctx context.Context, eventID string) (resent bool
 // outbox.resend_failed, and returns how many.
 func (s *Store) ResendFailed(ctx context.Context, f FailedFilter) (int64, error) {
 	var n int64
-	err := s.db.QueryRow(ctx, `SELECT outbox.resend_failed($1, $2, $3, $4, $5, $6, $7)`,
-		nullable(f.Topic), nullable(f.EventType), f.CreatedFrom, f.CreatedTo, nullable(f.Reason), f.Since, f.Until).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT outbox.resend_failed($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		nullable(f.Topic), nullable(f.EventType), f.CreatedFrom, f.CreatedTo, nullable(f.Reason), f.Since, f.Until,
+		nullable(f.Key), nullable(f.ErrorContains)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("resending failed events: %w", err)
 	}
@@ -205,8 +240,9 @@ func (s *Store) ResendFailed(ctx context.Context, f FailedFilter) (int64, error)
 // outbox.skip_failed, and returns how many.
 func (s *Store) SkipFailed(ctx context.Context, f FailedFilter) (int64, error) {
 	var n int64
-	err := s.db.QueryRow(ctx, `SELECT outbox.skip_failed($1, $2, $3, $4, $5)`,
-		nullable(f.Topic), nullable(f.EventType), nullable(f.Reason), f.Since, f.Until).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT outbox.skip_failed($1, $2, $3, $4, $5, $6, $7)`,
+		nullable(f.Topic), nullable(f.EventType), nullable(f.Reason), f.Since, f.Until, nullable(f.Key),
+		nullable(f.ErrorContains)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("skipping failed events: %w", err)
 	}

@@ -12,8 +12,6 @@ import (
 var (
 	//go:embed sql/queued_keys.sql
 	queuedKeysSQL string
-	//go:embed sql/held_keys.sql
-	heldKeysSQL string
 	//go:embed sql/key_queue.sql
 	keyQueueSQL string
 	//go:embed sql/held_keys_walk.sql
@@ -61,22 +59,14 @@ type HeldKey struct {
 	Queued          int64     `json:"queued"`
 }
 
-// HeldKeys reads outbox.held_keys, longest held first, up to limit rows.
-func (s *Store) HeldKeys(ctx context.Context, topic string, limit int) ([]HeldKey, error) {
-	return collect(ctx, s.db, "reading outbox.held_keys", func(r pgx.CollectableRow) (HeldKey, error) {
-		var h HeldKey
-		err := r.Scan(&h.Topic, &h.Key, &h.BlockingEventID, &h.Status, &h.Reason, &h.LastError, &h.Attempts, &h.Since, &h.Queued)
-		return h, err
-	}, heldKeysSQL, nullable(topic), limit)
-}
-
 // HeldCursor is a place in the order of held keys (topic, then key).
 type HeldCursor struct{ Topic, Key string }
 
 // HeldKeysPage lists up to limit held keys (of topic; "": all) after
 // cursor (nil: from the first), in topic and key order, each with the
-// events queued behind it counted up to queuedBound. Unlike HeldKeys, it
-// reads one index descent a key, not every unfinished row.
+// events queued behind it counted up to queuedBound. It reads one index
+// descent a key, not every unfinished row (as outbox.held_keys does): the
+// console and `outbox-relay held` share it.
 func (s *Store) HeldKeysPage(ctx context.Context, topic string, after *HeldCursor, limit, queuedBound int) ([]HeldKey, error) {
 	var at, key *string
 	if after != nil {

@@ -1,14 +1,17 @@
--- failed_count.sql with an event type ($2, not NULL): the type is read
--- from each event, so the count walks the newest $6 FAILED rows matching
--- the other filters (NULL: all) and counts those of the type among them;
--- then how many it walked (when $6, more may be older).
-SELECT count(*) FILTER (WHERE e.event_type = $2), count(*)
-FROM (SELECT d.event_id FROM outbox.deliveries d
+-- failed_count.sql with an event type ($2), a key ($6) or a text the last
+-- error contains ($7) (NULL: any), filters no index of the FAILED rows
+-- reads: the count walks the newest $8 FAILED rows matching the other
+-- filters (NULL: all) and counts those matching these among them; then how
+-- many it walked (when $8, more may be older).
+SELECT count(*) FILTER (WHERE ($2::text IS NULL OR e.event_type = $2)
+                          AND ($6::text IS NULL OR coalesce(d.key, e.key) = $6)
+                          AND ($7::text IS NULL OR pg_catalog.strpos(d.last_error, $7) > 0)), count(*)
+FROM (SELECT d.event_id, d.key, d.last_error FROM outbox.deliveries d
       WHERE d.status = 'FAILED'
         AND ($1::text IS NULL OR d.topic = $1)
         AND ($3::text IS NULL OR d.failure_reason = $3)
         AND ($4::timestamptz IS NULL OR d.updated_at >= $4)
         AND ($5::timestamptz IS NULL OR d.updated_at < $5)
       ORDER BY d.updated_at DESC, d.event_id DESC
-      LIMIT $6) d
-LEFT JOIN LATERAL (SELECT r.event_type FROM outbox.relayed_events r WHERE r.id = d.event_id LIMIT 1) e ON true
+      LIMIT $8) d
+LEFT JOIN LATERAL (SELECT r.event_type, r.key FROM outbox.relayed_events r WHERE r.id = d.event_id LIMIT 1) e ON true

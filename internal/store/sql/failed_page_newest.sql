@@ -1,9 +1,10 @@
 -- failed_page.sql in the other order: pages through the FAILED status rows,
--- cursor ($6 failed_at, $7 event id; NULL: from the newest), with optional
+-- cursor ($8 failed_at, $9 event id; NULL: from the newest), with optional
 -- filters ($1 topic, $2 event type, $3 reason, $4 and $5 failed at or
--- after and before; NULL: any). $8: limit. The cursor is a place in the
+-- after and before, $6 key, $7 a text the last error contains; NULL: any).
+-- $10: limit. The cursor is a place in the
 -- order, not a row: a page goes on past its last event even when that
--- event is no longer FAILED. Each filter but the type is read from an
+-- event is no longer FAILED. Each filter but the type, the key and the error is read from an
 -- index of the FAILED rows (deliveries_failed_page_idx,
 -- deliveries_failed_topic_idx, deliveries_failed_reason_idx).
 SELECT d.event_id::text, coalesce(d.topic, e.topic, ''), coalesce(d.key, e.key, ''), coalesce(e.event_type, ''),
@@ -17,6 +18,8 @@ WHERE d.status = 'FAILED'
   AND ($3::text IS NULL OR d.failure_reason = $3)
   AND ($4::timestamptz IS NULL OR d.updated_at >= $4)
   AND ($5::timestamptz IS NULL OR d.updated_at < $5)
-  AND ($6::timestamptz IS NULL OR (d.updated_at, d.event_id) < ($6, $7::uuid))
+  AND ($6::text IS NULL OR coalesce(d.key, e.key) = $6)
+  AND ($7::text IS NULL OR pg_catalog.strpos(d.last_error, $7) > 0)
+  AND ($8::timestamptz IS NULL OR (d.updated_at, d.event_id) < ($8, $9::uuid))
 ORDER BY d.updated_at DESC, d.event_id DESC
-LIMIT $8
+LIMIT $10

@@ -19,6 +19,15 @@
 -- A queued row with delay -1 (store.UntilBackfilled) waits, next_attempt_at
 -- 'infinity', until no backfill is running (release_backfilled.sql).
 --
+-- Each row written with an error (a failed attempt: retried or FAILED) adds
+-- it to outbox.delivery_attempts in the same statement (0019); an event
+-- whose status row existed before the statement (a batch written again, a
+-- row the gap sweep wrote) adds nothing: the statement sees the table as it
+-- was, so this is the row it inserts. Read from the outcomes, not from the
+-- inserted rows (RETURNING), so that the SENT rows of the batch cost
+-- nothing more. Its event has no attempts yet (they go with its status
+-- row), so nothing is trimmed here (record_outcomes.sql trims).
+--
 -- $1..$11: Outcomes in column form (outcomes.go); $12: retry policy; $13: now.
 WITH u AS (
     SELECT u.*, seen.topic, seen.key, seen.seq
@@ -41,5 +50,11 @@ WITH u AS (
            CASE WHEN u.status <> 'SENT' THEN u.pos END, coalesce(u.seq, 0)
     FROM u
     ON CONFLICT (event_id) DO NOTHING
+), attempt AS (
+    INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, failure_reason, error)
+    SELECT u.id, u.attempts, coalesce($13::timestamptz, now()), NULLIF(u.reason, ''), u.last_error
+    FROM u
+    WHERE u.last_error <> ''
+      AND NOT EXISTS (SELECT 1 FROM outbox.deliveries d WHERE d.event_id = u.id)
 )
 SELECT count(*) FROM u
