@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -126,14 +127,14 @@ func TestConsole_ShowsTheDatabasesCountsAndErrorTextAsText(t *testing.T) {
 	srv, _, _ := serve(t, "")
 	code, body := get(t, srv, "/", readToken)
 	// The counts table: PENDING, PROCESSING, FAILED, SENT, SKIPPED.
-	for _, want := range []string{`<td>orders</td><td class="n"></td><td class="n"></td><td class="n">2</td><td class="n"></td>`,
-		`<td>payments</td><td class="n"></td><td class="n"></td><td class="n"></td><td class="n">1</td>`,
+	for _, want := range []string{`>orders</a></td><td class="n"></td><td class="n"></td><td class="n"><a href="/failed?topic=orders">2</a></td><td class="n"></td>`,
+		`>payments</a></td><td class="n"></td><td class="n"></td><td class="n"></td><td class="n"><a href="/events?status=SENT&amp;topic=payments">1</a></td>`,
 		"INVALID_TOPIC</a></td><td class=\"n\">2</td>"} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("overview lacks %s:\n%s", want, body)
 		}
 	}
-	if !strings.Contains(body, `id="total-FAILED">2</td>`) || !strings.Contains(body, `id="pause"`) {
+	if !strings.Contains(body, `id="total-FAILED"><a href="/failed">2</a></td>`) || !strings.Contains(body, `id="pause"`) {
 		t.Errorf("overview: no FAILED total of 2 or no pause button:\n%s", body)
 	}
 	if code, js := get(t, srv, "/static/console.js", readToken); code != http.StatusOK || !strings.Contains(js, "data-refresh") {
@@ -142,6 +143,53 @@ func TestConsole_ShowsTheDatabasesCountsAndErrorTextAsText(t *testing.T) {
 	_, body = get(t, srv, "/failed", readToken)
 	if strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt; broker said no") {
 		t.Errorf("the error text is not shown as text:\n%s", body)
+	}
+}
+
+// Every count and topic name the overview shows is a link to the rows it
+// counts: following each lists exactly that many events.
+func TestConsole_EveryCountAndTopicOnTheOverviewLeadsToItsEvents(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := serve(t, "")
+	_, body := get(t, srv, "/", readToken)
+	tables := regexp.MustCompile(`(?s)<table id="(totals|counts)".*?</table>`).FindAllString(body, -1)
+	if len(tables) != 2 {
+		t.Fatalf("overview: %d of the totals and counts tables", len(tables))
+	}
+	listed := func(path string) int {
+		code, page := get(t, srv, html.UnescapeString(path), readToken)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d", path, code)
+		}
+		return len(regexp.MustCompile(`<td><a href="/events/[0-9a-f-]{36}">`).FindAllString(page, -1))
+	}
+	links := 0
+	for _, table := range tables {
+		for _, m := range regexp.MustCompile(`<td class="n"[^>]*>(?:<a href="([^"]*)">)?([^<]*)`).FindAllStringSubmatch(table, -1) {
+			if m[2] == "" {
+				continue // a blank cell: no rows
+			}
+			n, err := strconv.Atoi(m[2])
+			if m[1] == "" || err != nil {
+				t.Errorf("a count of %q is not a link", m[2])
+				continue
+			}
+			links++
+			if got := listed(m[1]); got != n {
+				t.Errorf("the count %d links to %s, which lists %d events", n, m[1], got)
+			}
+		}
+	}
+	for topic, n := range map[string]int{"orders": 2, "payments": 1} {
+		path := "/events?topic=" + topic
+		if !strings.Contains(body, `<a href="`+path+`">`+topic+`</a>`) {
+			t.Errorf("topic %s: not a link to its events", topic)
+		} else if got := listed(path); got != n {
+			t.Errorf("topic %s lists %d events, want %d", topic, got, n)
+		}
+	}
+	if links != 7 { // the five totals (three of them 0), orders' FAILED 2, payments' SENT 1
+		t.Errorf("%d counts linked, want 7", links)
 	}
 }
 
