@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/md5" //nolint:gosec // the bench's event ids, as PostgreSQL's md5 makes them
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -89,21 +91,48 @@ func getPage(ctx context.Context, url string) error {
 
 // incidentPages are what an operator opens in an incident, timed by the
 // console incident phase: the pages, then the confirmations of the actions
-// they offer (a POST without confirm=yes changes nothing).
-var incidentPages = []struct{ name, path, form string }{
-	{"overview", "/", ""},
-	{"FAILED", "/failed", ""},
-	{"FAILED oldest first", "/failed?order=oldest", ""},
-	{"FAILED topic=orders", "/failed?topic=orders", ""},
-	{"FAILED topic=rare", "/failed?topic=rare", ""},
-	{"FAILED reason=INVALID_EVENT", "/failed?reason=INVALID_EVENT", ""},
-	{"FAILED event_type=order.cancelled", "/failed?event_type=order.cancelled", ""},
-	{"held keys", "/held", ""},
-	{"topics", "/topics", ""},
-	{"events status=FAILED", "/events?status=FAILED", ""},
-	{"confirm skip all FAILED", "/skip", "match=yes"},
-	{"confirm skip topic=rare", "/skip", "match=yes&topic=rare"},
-	{"confirm resend reason=INVALID_EVENT", "/resend", "match=yes&reason=INVALID_EVENT"},
+// they offer (a POST without confirm=yes changes nothing). since and until
+// bound the FAILED search by time: a span of the FAILED rows' failure times
+// (a hundred seconds of the incident's, about 100,000 rows).
+func incidentPages(since, until time.Time) []struct{ name, path, form string } {
+	span := url.Values{"since": {since.UTC().Format(time.RFC3339)}, "until": {until.UTC().Format(time.RFC3339)}}.Encode()
+	return []struct{ name, path, form string }{
+		{"overview", "/", ""},
+		{"FAILED", "/failed", ""},
+		{"FAILED oldest first", "/failed?order=oldest", ""},
+		{"FAILED topic=orders", "/failed?topic=orders", ""},
+		{"FAILED topic=rare", "/failed?topic=rare", ""},
+		{"FAILED reason=INVALID_EVENT", "/failed?reason=INVALID_EVENT", ""},
+		{"FAILED event_type=order.cancelled", "/failed?event_type=order.cancelled", ""},
+		{"FAILED key=k7990 (rare)", "/failed?key=k7990", ""},
+		{"FAILED key=k1 (orders)", "/failed?key=k1", ""},
+		{"FAILED error_contains=said", "/failed?error_contains=said", ""},
+		{"FAILED error_contains (none match)", "/failed?error_contains=no+such+text", ""},
+		{"FAILED since..until", "/failed?" + span, ""},
+		{"FAILED since..until topic=topic-1", "/failed?topic=topic-1&" + span, ""},
+		{"held keys", "/held", ""},
+		{"topics", "/topics", ""},
+		{"history", "/history", ""},
+		{"events status=FAILED", "/events?status=FAILED", ""},
+		{"events key=k7990", "/events?key=k7990", ""},
+		{"event with 10 failed attempts", "/events/" + incidentID(7990), ""},
+		{"key (held, rare)", "/keys?topic=rare&key=k7990", ""},
+		{"key (orders)", "/keys?topic=orders&key=k1", ""},
+		{"confirm skip all FAILED", "/skip", "match=yes"},
+		{"confirm skip topic=rare", "/skip", "match=yes&topic=rare"},
+		{"confirm resend reason=INVALID_EVENT", "/resend", "match=yes&reason=INVALID_EVENT"},
+		{"confirm skip key=k7990", "/skip", "match=yes&key=k7990"},
+		{"confirm skip error_contains=said", "/skip", "match=yes&error_contains=said"},
+		{"confirm skip since..until", "/skip", "match=yes&" + span},
+		{"confirm resend one event", "/resend", "id=" + incidentID(7990)},
+	}
+}
+
+// incidentID is the id of the incident phase's i-th event (md5('e' || i)
+// as a uuid, as the phase writes them).
+func incidentID(i int) string {
+	h := fmt.Sprintf("%x", md5.Sum([]byte(fmt.Sprintf("e%d", i))))
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // incidentPhase times the console in an incident (--console-incident
@@ -116,6 +145,10 @@ var incidentPages = []struct{ name, path, form string }{
 func (b *bench) incidentPhase(ctx context.Context) error {
 	n := b.o.consoleIncident
 	failed := n / 4
+	// The FAILED rows failed a millisecond apart back from now: the search
+	// by time asks for the middle 40% of them.
+	now := time.Now()
+	pages := incidentPages(now.Add(-time.Duration(failed)*800*time.Microsecond), now.Add(-time.Duration(failed)*400*time.Microsecond))
 	fmt.Fprintf(os.Stderr, "console incident: writing %d status rows, %d FAILED\n", n, failed)
 	for _, s := range []string{
 		`TRUNCATE outbox.events CASCADE`,
@@ -140,7 +173,13 @@ func (b *bench) incidentPhase(ctx context.Context) error {
 			       CASE WHEN i <= %[2]d THEN '0/0'::pg_lsn END, CASE WHEN i <= %[2]d THEN 0 END,
 			       now() - i * interval '1 ms', CASE WHEN i > %[2]d THEN now() END
 			FROM generate_series(1, %[1]d) i JOIN outbox.events e ON e.id = md5('e' || i)::uuid`, n, failed),
-		`VACUUM ANALYZE outbox.events`, `VACUUM ANALYZE outbox.deliveries`,
+		// Ten failed attempts of each of the first 8,000 FAILED events
+		// (an event's page shows them).
+		fmt.Sprintf(`INSERT INTO outbox.delivery_attempts (event_id, attempt, failed_at, failure_reason, error)
+			SELECT md5('e' || i)::uuid, a, now() - i * interval '1 ms' - (10 - a) * interval '1 s',
+			       CASE WHEN a = 10 THEN 'RETRIES_EXHAUSTED' END, 'broker said no (attempt ' || a || ')'
+			FROM generate_series(1, %d) i, generate_series(1, 10) a`, min(failed, 8000)),
+		`VACUUM ANALYZE outbox.events`, `VACUUM ANALYZE outbox.deliveries`, `VACUUM ANALYZE outbox.delivery_attempts`,
 	} {
 		if err := b.exec(ctx, s); err != nil {
 			return fmt.Errorf("console incident: %w", err)
@@ -152,20 +191,20 @@ func (b *bench) incidentPhase(ctx context.Context) error {
 		return err
 	}
 	defer closeConsole()
-	if err := b.timeIncident(ctx, srv.URL, n, fmt.Sprintf("%d FAILED", failed)); err != nil {
+	if err := b.timeIncident(ctx, srv.URL, pages, n, fmt.Sprintf("%d FAILED", failed)); err != nil {
 		return err
 	}
 	var skipped int64
 	if err := b.pool.QueryRow(ctx, `SELECT outbox.skip_failed(p_topic => 'orders')`).Scan(&skipped); err != nil {
 		return fmt.Errorf("console incident: skipping topic orders: %w", err)
 	}
-	return b.timeIncident(ctx, srv.URL, n, fmt.Sprintf("%d FAILED, %d just skipped, not vacuumed", failed, skipped))
+	return b.timeIncident(ctx, srv.URL, pages, n, fmt.Sprintf("%d FAILED, %d just skipped, not vacuumed", failed, skipped))
 }
 
-// timeIncident requests each of incidentPages --console-runs times.
-func (b *bench) timeIncident(ctx context.Context, base string, rows int, state string) error {
+// timeIncident requests each of pages (incidentPages) --console-runs times.
+func (b *bench) timeIncident(ctx context.Context, base string, pages []struct{ name, path, form string }, rows int, state string) error {
 	fmt.Fprintf(os.Stderr, "console incident (%s): each page %d times\n", state, b.o.consoleRuns)
-	for _, p := range incidentPages {
+	for _, p := range pages {
 		var ms []float64
 		for range b.o.consoleRuns {
 			start := time.Now()
