@@ -661,6 +661,13 @@ func (c *Console) act(name string) http.HandlerFunc {
 		}
 		if r.PostFormValue("confirm") != "yes" {
 			if a.Match != nil {
+				err = c.boundMatch(r.Context(), a)
+			}
+			if err != nil {
+				c.fail(w, r, err)
+				return
+			}
+			if a.Match != nil {
 				a.Count, _, err = c.st.CountFailed(r.Context(), *a.Match, 0, 0)
 			} else {
 				a.Count, err = c.st.CountFailedIDs(r.Context(), a.IDs, "")
@@ -682,6 +689,24 @@ func (c *Console) act(name string) http.HandlerFunc {
 		}
 		c.back(w, r, d, a.Back)
 	}
+}
+
+// boundMatch bounds the confirmation of an action on every FAILED event
+// matching a search by event type, key or error text as the FAILED list
+// bounds the search (Console.search: the newest typeWalk that match the
+// other filters), so that counting them reads no more rows than the list
+// did; the bound becomes the filter the confirmed action sends, and its
+// words. From the list's page it changes nothing: its form sends the
+// bound the list searched.
+func (c *Console) boundMatch(ctx context.Context, a *action) error {
+	bounded, err := c.search(ctx, a.Match, c.now().UTC())
+	if err != nil || !bounded {
+		return err
+	}
+	a.Confirm.Set("since", a.Match.Since.UTC().Format(time.RFC3339Nano))
+	a.Confirm.Set("until", a.Match.Until.UTC().Format(time.RFC3339Nano))
+	a.Words = filterWords(*a.Match)
+	return nil
 }
 
 // invalidAmong counts the rows of a resend that failed with INVALID_EVENT.
