@@ -122,6 +122,7 @@ func incidentPages(since, until time.Time) []struct{ name, path, form string } {
 		{"confirm skip topic=rare", "/skip", "match=yes&topic=rare"},
 		{"confirm resend reason=INVALID_EVENT", "/resend", "match=yes&reason=INVALID_EVENT"},
 		{"confirm skip key=k7990", "/skip", "match=yes&key=k7990"},
+		{"confirm resend event_type=order.cancelled", "/resend", "match=yes&event_type=order.cancelled"},
 		{"confirm skip error_contains=said", "/skip", "match=yes&error_contains=said"},
 		{"confirm skip since..until", "/skip", "match=yes&" + span},
 		{"confirm resend one event", "/resend", "id=" + incidentID(7990)},
