@@ -259,6 +259,13 @@ func New(st *store.Store, cfg Config) (*Console, error) {
 		// and bytes that are not UTF-8 of a text from the database as
 		// escapes (\x1b, \u202e), keeping its lines.
 		"visible": termsafe.Text,
+		// name shows a name from the database (a topic, a key, an event
+		// type) as visible does, its newlines and tabs too.
+		"name": termsafe.String,
+		// clip is at most n bytes of a text from the database (whole
+		// characters), then how long it is in all: one error of a
+		// megabyte in each row would make a list of fifty.
+		"clip": clip,
 		// keyQuery is the key page's query for a topic's key.
 		"keyQuery": func(topic, key string) template.URL {
 			return template.URL(url.Values{"topic": {topic}, "key": {key}}.Encode()) //nolint:gosec // encoded
@@ -568,4 +575,17 @@ func reflectInt(n any) int64 {
 		return n
 	}
 	return 0
+}
+
+// clip is s cut to at most n bytes at a character's start, then
+// "… (N bytes in all)"; s itself when it is no longer than n.
+func clip(n int, s string) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "… (" + thousands(int64(len(s))) + " bytes in all)"
 }

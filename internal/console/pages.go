@@ -22,6 +22,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/kafka"
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
 func withRole(ctx context.Context, r role) context.Context {
@@ -50,7 +51,7 @@ type page struct {
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
-	p := page{Title: title, Prefix: c.cfg.Prefix, Admin: roleFrom(r.Context()) == roleAdmin, Now: c.now(),
+	p := page{Title: termsafe.String(title), Prefix: c.cfg.Prefix, Admin: roleFrom(r.Context()) == roleAdmin, Now: c.now(),
 		HoldKeys: c.cfg.FailedKeyPolicy == "hold",
 		Notice:   notice(r.URL.Query()), Data: data}
 	if name == "overview.html" {
