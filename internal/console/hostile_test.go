@@ -59,6 +59,11 @@ func TestConsole_HostileNamesKeysErrorsAndHeadersAreShownAsBoundedTextOnEveryNew
 	t.Parallel()
 	srv, _, dbURL := serve(t, "")
 	id := hostileEvent(t, dbURL)
+	// An action on the hostile key: the actions page shows its filter.
+	if code, body := postForm(t, srv, "/skip", adminToken, url.Values{"match": {"yes"}, "key": {hostileKey}, "topic": {hostileName},
+		"confirm": {"yes"}, "until": {"2026-11-26T09:00:00Z"}}, ""); code != http.StatusSeeOther {
+		t.Fatalf("skipping by the hostile key: %d %.300q", code, body)
+	}
 	span := url.Values{"since": {"2026-11-26T09:00:00Z"}, "until": {"2026-11-26T11:00:00Z"}}.Encode()
 	for _, path := range []string{
 		"/failed?" + url.Values{"key": {hostileKey}}.Encode(),
@@ -71,6 +76,7 @@ func TestConsole_HostileNamesKeysErrorsAndHeadersAreShownAsBoundedTextOnEveryNew
 		"/topics",
 		"/history?" + url.Values{"topic": {hostileName}}.Encode(),
 		"/held",
+		"/actions",
 		"/",
 	} {
 		code, body := get(t, srv, path, adminToken)
