@@ -129,3 +129,31 @@ func headerIs(r *kgo.Record, key, value string) bool {
 	}
 	return false
 }
+
+// An event whose topic is kilobytes of text that does not compress (no
+// index of outbox.events refuses it, those of outbox.deliveries would)
+// fails as INVALID_TOPIC, its status row without the topic, and the stream
+// goes on: its status row could not be written, which the relay took for
+// PostgreSQL being unavailable, retrying without end.
+func TestHostile_AnEventWithATopicTooLongToIndexFailsAndTheStreamGoesOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	b.startRelay(t, b.config(t))
+	ctx := context.Background()
+	var badID, topic string
+	if err := b.pool.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload)
+		SELECT string_agg(md5(i::text), ''), 'k', '{}' FROM generate_series(1, 1000) i RETURNING id::text, topic`).Scan(&badID, &topic); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k2', '{}')`)
+	if recs := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "orders"); len(recs) != 1 {
+		t.Fatalf("%d records on orders after the long topic, want 1", len(recs))
+	}
+	if row := b.waitFor(t, badID, "FAILED"); row.reason != relay.ReasonInvalidTopic {
+		t.Errorf("the event of a 32,000-byte topic: %+v, want INVALID_TOPIC", row)
+	}
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries d JOIN outbox.events e ON e.id = d.event_id
+		WHERE d.event_id = $1 AND d.topic IS NULL AND e.topic = $2`, badID, topic); n != 1 {
+		t.Errorf("its status row keeps the topic, or its event lost it")
+	}
+}
