@@ -157,3 +157,29 @@ func TestHostile_AnEventWithATopicTooLongToIndexFailsAndTheStreamGoesOn(t *testi
 		t.Errorf("its status row keeps the topic, or its event lost it")
 	}
 }
+
+// An event whose key is as long as outbox.events takes (its key index
+// holds 2,600 bytes of text that does not compress, the status row's index
+// with a topic of 200 bytes and the order columns does not) and that
+// fails: it fails,
+// its status row without the key, and the stream goes on.
+func TestHostile_AFailedEventWithAKeyTooLongForTheStatusIndexFailsAndTheStreamGoesOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	b.startRelay(t, b.config(t))
+	ctx := context.Background()
+	var badID, key string
+	if err := b.pool.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload)
+		SELECT repeat('m', 200), string_agg(md5(i::text), ''), '{}' FROM generate_series(1, 82) i RETURNING id::text, key`).Scan(&badID, &key); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `INSERT INTO outbox.events (topic, key, payload) VALUES ('orders', 'k2', '{}')`)
+	if recs := kafkatest.Consume(t, b.brokers, 1, 30*time.Second, "orders"); len(recs) != 1 {
+		t.Fatalf("%d records on orders after the long key, want 1", len(recs))
+	}
+	b.waitFor(t, badID, "FAILED")
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries d JOIN outbox.events e ON e.id = d.event_id
+		WHERE d.event_id = $1 AND d.key IS NULL AND e.key = $2`, badID, key); n != 1 {
+		t.Errorf("its status row keeps the key, or its event lost it")
+	}
+}
