@@ -56,6 +56,7 @@ type Result struct {
 	WriterRate  float64   `json:"writer_rate,omitempty"`
 	TargetRate  int       `json:"target_rate,omitempty"`
 	RunsPerS    []float64 `json:"runs_events_per_s,omitempty"` // every run's rate; the row is their median
+	Late        int       `json:"late,omitempty"`              // steady events not at the consumer a minute after the writer stopped
 	Description string    `json:"description"`
 }
 

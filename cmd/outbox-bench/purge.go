@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -49,7 +50,7 @@ func (b *bench) freshSlot(ctx context.Context, slot string) error {
 // --retention is retention (from its start, it deletes what is older), and
 // returns the stream's result, how many events older than the retention
 // were deleted, and over how many seconds (the relay's run).
-func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duration) (res Result, deleted int, secs float64, err error) {
+func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duration, relayArgs ...string) (res Result, deleted int, secs float64, err error) {
 	if err := b.freshSlot(ctx, "bench_steady"); err != nil {
 		return res, 0, 0, err
 	}
@@ -67,7 +68,7 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 		return res, 0, 0, err
 	}
 	t0 := time.Now()
-	r, err := b.startRelay("--slot", "bench_steady", "--retention", retention.String())
+	r, err := b.startRelay(append([]string{"--slot", "bench_steady", "--retention", retention.String()}, relayArgs...)...)
 	if err != nil {
 		return res, 0, 0, err
 	}
@@ -81,9 +82,12 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 		err = stopErr
 	}
 	secs = time.Since(t0).Seconds()
-	if err != nil {
+	if err != nil && !errors.Is(err, errLate) {
 		return res, 0, 0, err
 	}
-	left, err := older()
+	left, lerr := older()
+	if lerr != nil {
+		return res, 0, 0, lerr
+	}
 	return res, before - left, secs, err
 }
