@@ -7,7 +7,7 @@
 #
 #   scripts/bench.sh [--events 200000] [--drain-runs 3] [--rates 1000,5000,max] [--steady-duration 10s] [--warmup 2s]
 #                    [--big-transaction 1000000] [--out bench-results] [--pg 18]
-#   scripts/bench.sh --growth 0,5000000,20000000 [--events 100000] [--steady-duration 10s]
+#   scripts/bench.sh --growth 0,5000000,20000000 [--growth-failed 1] [--events 100000] [--steady-duration 10s]
 #
 # --pg N (or PG_MAJOR=N) runs PostgreSQL N (14 to 18) instead of the newest
 # that Debian ships; see scripts/lib.sh.

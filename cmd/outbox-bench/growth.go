@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -153,7 +154,8 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 
 // fill empties the outbox and writes n events with their status rows,
 // created evenly over the growthSpan up to now, in time order (ids
-// time-ordered, as outbox.uuid_v7 makes them), 1 % FAILED, the rest SENT
+// time-ordered, as outbox.uuid_v7 makes them), --growth-failed % FAILED
+// (with keys: as the relay writes them), the rest SENT
 // with the columns the stream writes; then VACUUM ANALYZE, as autovacuum
 // would have done to a table of that age, and a CHECKPOINT.
 func (b *bench) fill(ctx context.Context, n int) error {
@@ -164,7 +166,11 @@ func (b *bench) fill(ctx context.Context, n int) error {
 		return err
 	}
 	policy := retry.Policy{}.WithDefaults().JSON()
-	fmt.Fprintf(os.Stderr, "growth: writing %d events and status rows\n", n)
+	failEvery := 0 // every failEvery-th row FAILED (0: none)
+	if b.o.growthFailed > 0 {
+		failEvery = int(math.Round(100 / b.o.growthFailed))
+	}
+	fmt.Fprintf(os.Stderr, "growth: writing %d events and status rows (every %dth FAILED)\n", n, failEvery)
 	for from := 1; from <= n; from += growthFillBatch {
 		to := min(from+growthFillBatch-1, n)
 		err := b.exec(ctx, `WITH ev AS (
@@ -181,13 +187,13 @@ func (b *bench) fill(ctx context.Context, n int) error {
 			INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, kafka_partition, kafka_offset,
 			                               created_at, updated_at, sent_at, retry_policy, seq,
 			                               failure_reason, last_error, topic, key, commit_lsn, tx_position)
-			SELECT id, CASE WHEN seq % 100 = 0 THEN 'FAILED' ELSE 'SENT' END, 1, created_at,
-			       CASE WHEN seq % 100 <> 0 THEN seq % 3 END, CASE WHEN seq % 100 <> 0 THEN seq END,
-			       created_at, created_at, CASE WHEN seq % 100 <> 0 THEN created_at END, $6::jsonb, seq,
-			       CASE WHEN seq % 100 = 0 THEN 'MESSAGE_TOO_LARGE' END, CASE WHEN seq % 100 = 0 THEN 'kafka: message was too large' END,
-			       CASE WHEN seq % 100 = 0 THEN topic END, CASE WHEN seq % 100 = 0 THEN key END,
-			       CASE WHEN seq % 100 = 0 THEN '0/0'::pg_lsn END, CASE WHEN seq % 100 = 0 THEN 0 END
-			FROM ev ORDER BY created_at`, b.o.topic, from, to, n, growthSpan.Seconds(), policy)
+			SELECT id, CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN 'FAILED' ELSE 'SENT' END, 1, created_at,
+			       CASE WHEN NOT ($7::int > 0 AND seq % greatest($7::int, 1) = 0) THEN seq % 3 END, CASE WHEN NOT ($7::int > 0 AND seq % greatest($7::int, 1) = 0) THEN seq END,
+			       created_at, created_at, CASE WHEN NOT ($7::int > 0 AND seq % greatest($7::int, 1) = 0) THEN created_at END, $6::jsonb, seq,
+			       CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN 'MESSAGE_TOO_LARGE' END, CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN 'kafka: message was too large' END,
+			       CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN topic END, CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN key END,
+			       CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN '0/0'::pg_lsn END, CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN 0 END
+			FROM ev ORDER BY created_at`, b.o.topic, from, to, n, growthSpan.Seconds(), policy, failEvery)
 		if err != nil {
 			return fmt.Errorf("filling: %w", err)
 		}

@@ -27,6 +27,7 @@ type options struct {
 	consoleRuns, consoleIncident            int
 	consoleOnly                             bool
 	growth                                  string
+	growthFailed                            float64
 	relayArgs, relayEnv                     []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -79,6 +80,7 @@ func main() {
 	flag.IntVar(&o.stallDrains, "stall-drains", 0, "only repeat the relay's drain of --events this many times and count the drains in which the stream went silent (a stall the watchdog ended); 0 runs the normal phases")
 	flag.IntVar(&o.consoleRuns, "console-runs", 20, "after the backfill, requests of each operator console page on its status rows, timed (0 skips the phase)")
 	flag.IntVar(&o.consoleIncident, "console-incident", 1000000, "status rows of the console incident phase: a quarter FAILED, 8,000 held keys; pages timed before and right after skipping 80% of the FAILED (0 skips the phase)")
+	flag.Float64Var(&o.growthFailed, "growth-failed", 1, "the growth phase's share of FAILED status rows, in percent (0: none)")
 	flag.BoolVar(&o.consoleOnly, "console-only", false, "run only the console incident phase (no relay, no broker)")
 	flag.StringVar(&o.growth, "growth", "", "run only the growth phase: for each of these sizes (status rows, such as 0,5000000,20000000), fill outbox.deliveries and the events behind it as a week of traffic leaves them and measure the relay and the database (minutes a size; empty: the normal phases)")
 	flag.IntVar(&o.backfill, "backfill-events", 1000000, "events written before the relay's first start, which it delivers through its backfill (0 skips the phase)")
