@@ -26,6 +26,7 @@ type direct struct {
 	log     *zap.Logger
 	metrics *metrics.Metrics
 	tally   *metrics.Tally
+	status  *statusLatency // the status statements' time (nil: not measured)
 	hold    bool
 	policy  []byte    // the configured retry policy's JSON, for the rows it writes
 	ce      *ceWriter // nil: records are not CloudEvents
@@ -40,7 +41,7 @@ type direct struct {
 
 // newDirect returns a direct delivery for which the keys waiting wait.
 func (r *Relay) newDirect(pub *kafka.Publisher, waiting []store.QueuedKey) *direct {
-	d := &direct{pub: pub, settle: r.settle, log: r.log, metrics: r.metrics, tally: r.metrics.NewTally(),
+	d := &direct{pub: pub, settle: r.settle, log: r.log, metrics: r.metrics, tally: r.metrics.NewTally(), status: &r.statusTime,
 		hold: r.hold(), policy: r.cfg.Retry.JSON(), ce: r.ce, waiting: make(map[string]struct{}, len(waiting))}
 	for _, k := range waiting {
 		d.buf = appendKey(d.buf[:0], k.Topic, []byte(k.Key))
@@ -118,6 +119,7 @@ func (d *direct) deliver(ctx context.Context, st *store.Store, page *store.Event
 		return 0, err
 	}
 	d.metrics.Observe("direct_outcomes", start)
+	d.status.observe(time.Since(start))
 	d.tally.Flush()
 	return int64(written), nil
 }

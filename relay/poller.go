@@ -114,7 +114,8 @@ type pollerDeps struct {
 	pub     *kafka.Publisher
 	settle  *settler
 	metrics *metrics.Metrics
-	pgDown  *outage.Log // PostgreSQL as the poller sees it
+	status  *statusLatency // the status statements' time (nil: not measured)
+	pgDown  *outage.Log    // PostgreSQL as the poller sees it
 	log     *zap.Logger
 	now     func() time.Time // nil: time.Now
 	turned  func()           // called after each round; nil: nothing
@@ -463,6 +464,7 @@ func (p *poller) deliver(ctx context.Context) (int, error) {
 		return len(b.events), err
 	}
 	p.metrics.Observe("record_outcomes", start)
+	p.status.observe(time.Since(start))
 	p.tally.Flush()
 	return len(b.events), nil
 }

@@ -334,6 +334,9 @@ type Relay struct {
 	// lagging is set while a connected standby of synchronized_standby_slots
 	// is behind (watchHeldBack).
 	lagging atomic.Pointer[heldBack]
+	// statusTime is the status statements' moving time, which paces
+	// retention.
+	statusTime statusLatency
 }
 
 // New checks cfg and opens the store's connection pools; it does not
@@ -411,7 +414,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	// The poller stops with the stream: a setup error ends the process
 	// whatever the poller is doing.
 	pollCtx, stopPolling := context.WithCancel(ctx)
-	deps := pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics,
+	deps := pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics, status: &r.statusTime,
 		pgDown: r.pollerDown, log: r.pollerLog, now: r.cfg.Now,
 		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }, hold: r.hold(), wake: r.wake,
 		ce: r.ce, tables: r.cfg.Tables}
@@ -442,7 +445,8 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	wg.Go(func() { r.watchHeldBack(pollCtx) })
 	if r.cfg.Retention > 0 {
 		ret := &retainer{dbURL: r.cfg.DatabaseURL, timeout: r.cfg.StatementTimeout, tcpTimeout: r.cfg.ReplicationTimeout, store: r.store, age: r.cfg.Retention, log: r.log,
-			deleted: func(n int64) { r.metrics.RetentionDeleted.Add(float64(n)) }}
+			deleted: func(n int64) { r.metrics.RetentionDeleted.Add(float64(n)) },
+			slot:    slot, maxLag: r.cfg.Poll.GapMaxSlotLag, status: &r.statusTime}
 		wg.Go(func() { ret.run(pollCtx) })
 	}
 	if r.cfg.Mode == ModePoll {

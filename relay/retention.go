@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -17,11 +18,22 @@ import (
 // (a busier database makes it slower), and a pass every retentionEvery. The
 // deletes are WAL the walsender decodes too: at 8,000 deletes/s (a pause of
 // 2x) the stream's p50 at 1,000 events/s went from 1.2 to 7.1 ms.
+//
+// It also backs off while what it does shows on the stream: before each
+// batch, while the slot is more than the gap sweep's GapMaxSlotLag behind
+// the server's WAL, or the status statements' recent time is more than
+// retentionSlower times their baseline (and above retentionLatencyFloor,
+// below which a ratio is noise), it deletes nothing and waits, from
+// retentionPause doubling up to retentionBackoffCap, then resumes at its
+// pace once neither holds.
 const (
-	retentionBatch = 1000
-	retentionPause = 100 * time.Millisecond
-	retentionYield = 4
-	retentionEvery = time.Minute
+	retentionBatch        = 1000
+	retentionPause        = 100 * time.Millisecond
+	retentionYield        = 4
+	retentionEvery        = time.Minute
+	retentionSlower       = 3
+	retentionLatencyFloor = 5 * time.Millisecond
+	retentionBackoffCap   = 30 * time.Second
 )
 
 // retainer deletes SENT events older than the retention with their delivery
@@ -36,6 +48,16 @@ type retainer struct {
 	log        *zap.Logger
 	deleted    func(n int64) // counts deleted events (metrics)
 	lock       *pgx.Conn     // holds the advisory lock while this relay leads
+
+	// What it backs off from: the lag of slot (empty in poll mode: none)
+	// past maxLag bytes, and the status statements' time (nil: not read).
+	slot   string
+	maxLag int64
+	status *statusLatency
+
+	// Tests shrink these; zero: retentionBatch, and outage.Sleep.
+	batch int
+	sleep func(ctx context.Context, d time.Duration) bool
 }
 
 // run makes a pass every retentionEvery until ctx ends.
@@ -45,7 +67,7 @@ func (r *retainer) run(ctx context.Context) {
 		if r.lead(ctx) {
 			r.pass(ctx)
 		}
-		if !outage.Sleep(ctx, retentionEvery) {
+		if !r.wait(ctx, retentionEvery) {
 			return
 		}
 	}
@@ -100,9 +122,13 @@ func (r *retainer) pass(ctx context.Context) {
 func (r *retainer) walk(ctx context.Context, mapped bool, cutoff time.Time) int64 {
 	var from time.Time
 	var total int64
+	batch := cmp.Or(r.batch, retentionBatch)
 	for ctx.Err() == nil {
+		if !r.yield(ctx) {
+			break
+		}
 		start := time.Now()
-		walked, last, deleted, err := r.store.RetentionStep(ctx, mapped, from, cutoff, retentionBatch)
+		walked, last, deleted, err := r.store.RetentionStep(ctx, mapped, from, cutoff, batch)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("retention: deleting delivered events failed; trying again at the next pass", zap.Error(err))
@@ -111,7 +137,7 @@ func (r *retainer) walk(ctx context.Context, mapped bool, cutoff time.Time) int6
 		}
 		total += deleted
 		r.deleted(deleted)
-		if walked < retentionBatch || last == nil {
+		if walked < batch || last == nil {
 			break
 		}
 		if last.Equal(from) { // a batch of events sharing one created_at, none deletable: step past it
@@ -119,9 +145,58 @@ func (r *retainer) walk(ctx context.Context, mapped bool, cutoff time.Time) int6
 		} else {
 			from = *last
 		}
-		if !outage.Sleep(ctx, max(retentionPause, retentionYield*time.Since(start))) {
+		if !r.wait(ctx, max(retentionPause, retentionYield*time.Since(start))) {
 			break
 		}
 	}
 	return total
+}
+
+// yield waits, doubling its wait from retentionPause up to
+// retentionBackoffCap, while the stream shows strain (strain), logging once
+// when it starts and once when it ends; it reports false when ctx ends.
+func (r *retainer) yield(ctx context.Context) bool {
+	var wait time.Duration
+	for {
+		why, fields := r.strain(ctx)
+		if why == "" {
+			if wait > 0 {
+				r.log.Info("retention: deleting at its pace again")
+			}
+			return ctx.Err() == nil
+		}
+		if wait == 0 {
+			r.log.Info("retention: backing off while "+why, fields...)
+		}
+		wait = min(max(2*wait, retentionPause), retentionBackoffCap)
+		if !r.wait(ctx, wait) {
+			return false
+		}
+	}
+}
+
+// strain says why retention should wait now, if it should: the slot's lag
+// past maxLag, or the status statements' recent time past retentionSlower
+// times their baseline. A lag that cannot be read does not stop it (the
+// poller reports PostgreSQL's state).
+func (r *retainer) strain(ctx context.Context) (string, []zap.Field) {
+	if r.slot != "" && r.maxLag > 0 {
+		if lag, ok, err := r.store.SlotLag(ctx, r.slot); err == nil && ok && lag > r.maxLag {
+			return "the slot is behind", []zap.Field{zap.Int64("slot_lag_bytes", lag), zap.Int64("limit_bytes", r.maxLag)}
+		}
+	}
+	if r.status != nil {
+		if recent, base := r.status.read(); recent > retentionLatencyFloor && recent > retentionSlower*base {
+			return "the status statements are slower", []zap.Field{zap.Duration("recent", recent), zap.Duration("baseline", base)}
+		}
+	}
+	return "", nil
+}
+
+// wait pauses for d, reporting false when ctx ends first.
+func (r *retainer) wait(ctx context.Context, d time.Duration) bool {
+	if r.sleep != nil {
+		return r.sleep(ctx, d)
+	}
+	return outage.Sleep(ctx, d)
 }

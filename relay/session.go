@@ -447,6 +447,7 @@ func (s *session) writeOutcomes(rows *store.Outcomes, policy []byte) error {
 			start := time.Now()
 			visible, err := s.r.store.InsertOutcomes(ctx, rows, policy)
 			s.r.metrics.Observe("insert_outcomes", start)
+			s.r.statusTime.observe(time.Since(start))
 			if err != nil || visible == rows.Len() {
 				return err
 			}
@@ -558,6 +559,7 @@ func (s *session) barrier() error {
 			return s.gaveUp(err)
 		}
 		s.r.metrics.Observe("barrier", start)
+		s.r.statusTime.observe(time.Since(start))
 		if !firstAck.IsZero() {
 			s.r.metrics.AckToDurable.Observe(time.Since(firstAck).Seconds())
 		}

@@ -56,15 +56,10 @@ func (b *bench) consolePhase(ctx context.Context) error {
 	defer closeConsole()
 	fmt.Fprintf(os.Stderr, "console: %d status rows, each page %d times\n", rows, b.o.consoleRuns)
 	for _, p := range consolePages {
-		var ms []float64
-		for range b.o.consoleRuns {
-			start := time.Now()
-			if err := getPage(ctx, srv.URL+p.path); err != nil {
-				return fmt.Errorf("console %s: %w", p.name, err)
-			}
-			ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+		ms, err := b.timePage(ctx, srv.URL+p.path, "")
+		if err != nil {
+			return fmt.Errorf("console %s: %w", p.name, err)
 		}
-		slices.Sort(ms)
 		b.res = append(b.res, Result{Phase: "console: " + p.name, Events: rows, P50ms: ms[len(ms)/2],
 			P95ms: ms[len(ms)*95/100], MaxMs: ms[len(ms)-1],
 			Description: fmt.Sprintf("the console's page %s on %d status rows (1,000 FAILED), %d requests", p.path, rows, len(ms))})
@@ -206,27 +201,37 @@ func (b *bench) incidentPhase(ctx context.Context) error {
 func (b *bench) timeIncident(ctx context.Context, base string, pages []struct{ name, path, form string }, rows int, state string) error {
 	fmt.Fprintf(os.Stderr, "console incident (%s): each page %d times\n", state, b.o.consoleRuns)
 	for _, p := range pages {
-		var ms []float64
-		for range b.o.consoleRuns {
-			start := time.Now()
-			var err error
-			if p.form == "" {
-				err = getPage(ctx, base+p.path)
-			} else {
-				err = postPage(ctx, base+p.path, p.form)
-			}
-			if err != nil {
-				return fmt.Errorf("console incident %s: %w", p.name, err)
-			}
-			ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+		ms, err := b.timePage(ctx, base+p.path, p.form)
+		if err != nil {
+			return fmt.Errorf("console incident %s: %w", p.name, err)
 		}
-		slices.Sort(ms)
 		b.res = append(b.res, Result{Phase: "console incident: " + p.name + " (" + state + ")", Events: rows, P50ms: ms[len(ms)/2],
 			P95ms: ms[len(ms)*95/100], MaxMs: ms[len(ms)-1],
 			Description: fmt.Sprintf("the console's %s on %d status rows (%s), %d requests", p.path, rows, state, len(ms))})
 		fmt.Fprintf(os.Stderr, "  %-40s p50 %7.1f ms  max %7.1f ms\n", p.name, ms[len(ms)/2], ms[len(ms)-1])
 	}
 	return nil
+}
+
+// timePage requests url (a GET, or with form a POST) --console-runs times
+// and returns each request's milliseconds, sorted.
+func (b *bench) timePage(ctx context.Context, url, form string) ([]float64, error) {
+	var ms []float64
+	for range b.o.consoleRuns {
+		start := time.Now()
+		var err error
+		if form == "" {
+			err = getPage(ctx, url)
+		} else {
+			err = postPage(ctx, url, form)
+		}
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+	}
+	slices.Sort(ms)
+	return ms, nil
 }
 
 func postPage(ctx context.Context, url, form string) error {

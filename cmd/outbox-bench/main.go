@@ -26,6 +26,8 @@ type options struct {
 	stallDrains, backfill, brokerPID        int
 	consoleRuns, consoleIncident            int
 	consoleOnly                             bool
+	growth                                  string
+	growthFailed                            float64
 	relayArgs, relayEnv                     []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -55,6 +57,7 @@ type Result struct {
 	WriterRate  float64   `json:"writer_rate,omitempty"`
 	TargetRate  int       `json:"target_rate,omitempty"`
 	RunsPerS    []float64 `json:"runs_events_per_s,omitempty"` // every run's rate; the row is their median
+	Late        int       `json:"late,omitempty"`              // steady events not at the consumer a minute after the writer stopped
 	Description string    `json:"description"`
 }
 
@@ -77,7 +80,9 @@ func main() {
 	flag.IntVar(&o.stallDrains, "stall-drains", 0, "only repeat the relay's drain of --events this many times and count the drains in which the stream went silent (a stall the watchdog ended); 0 runs the normal phases")
 	flag.IntVar(&o.consoleRuns, "console-runs", 20, "after the backfill, requests of each operator console page on its status rows, timed (0 skips the phase)")
 	flag.IntVar(&o.consoleIncident, "console-incident", 1000000, "status rows of the console incident phase: a quarter FAILED, 8,000 held keys; pages timed before and right after skipping 80% of the FAILED (0 skips the phase)")
+	flag.Float64Var(&o.growthFailed, "growth-failed", 1, "the growth phase's share of FAILED status rows, in percent (0: none)")
 	flag.BoolVar(&o.consoleOnly, "console-only", false, "run only the console incident phase (no relay, no broker)")
+	flag.StringVar(&o.growth, "growth", "", "run only the growth phase: for each of these sizes (status rows, such as 0,5000000,20000000), fill outbox.deliveries and the events behind it as a week of traffic leaves them and measure the relay and the database (minutes a size; empty: the normal phases)")
 	flag.IntVar(&o.backfill, "backfill-events", 1000000, "events written before the relay's first start, which it delivers through its backfill (0 skips the phase)")
 	flag.IntVar(&o.brokerPID, "broker-pid", 0, "the development broker's process id, to report its CPU per phase (0: not reported)")
 	flag.IntVar(&o.big, "big-transaction", 1000000, "rows in the one-transaction memory phase (0 skips it)")
@@ -116,7 +121,8 @@ type bench struct {
 	o      options
 	pool   *pgxpool.Pool
 	res    []Result
-	traced int // latency traces written
+	growth []Growth // the growth phase's rows
+	traced int      // latency traces written
 	// relayLog, when set, receives the relays' stderr instead of os.Stderr.
 	relayLog io.Writer
 }
@@ -133,6 +139,13 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.stallDrains > 0 {
 		return b.stallDrains(ctx, o.stallDrains)
+	}
+	if o.growth != "" {
+		if err := b.growthPhase(ctx); err != nil {
+			return err
+		}
+		b.printGrowth()
+		return b.writeResults()
 	}
 	if o.consoleOnly {
 		if err := b.incidentPhase(ctx); err != nil {

@@ -79,9 +79,21 @@ func (b *bench) writeResults() error {
 	host, _ := os.Hostname()
 	out := map[string]any{"when": time.Now().UTC().Format(time.RFC3339), "host": host, "cpus": numCPU(),
 		"events": b.o.events, "writers": b.o.conns, "steady_duration_s": b.o.steady.Seconds(), "warmup_s": b.o.warmup.Seconds(), "results": b.res}
+	if len(b.growth) > 0 {
+		out["growth"] = b.growth
+	}
 	j, _ := json.MarshalIndent(out, "", "  ")
 	if err := os.WriteFile(filepath.Join(b.o.outDir, "results.json"), j, 0o644); err != nil {
 		return err
+	}
+	if len(b.growth) > 0 {
+		if err := os.WriteFile(filepath.Join(b.o.outDir, "growth.svg"), growthSVG(b.growth), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("\nwrote %s\n", filepath.Join(b.o.outDir, "growth.svg"))
+	}
+	if len(b.res) == 0 {
+		return nil
 	}
 	if err := os.WriteFile(filepath.Join(b.o.outDir, "latency.svg"), latencySVG(b.res), 0o644); err != nil {
 		return err
@@ -95,7 +107,8 @@ func numCPU() int {
 	return strings.Count(string(b), "processor\t:")
 }
 
-// redraw renders latency.svg from a results.json written earlier.
+// redraw renders latency.svg (and growth.svg, when it has a growth phase)
+// from a results.json written earlier.
 func redraw(path, outDir string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -103,9 +116,18 @@ func redraw(path, outDir string) error {
 	}
 	var doc struct {
 		Results []Result `json:"results"`
+		Growth  []Growth `json:"growth"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(doc.Growth) > 0 {
+		if err := os.WriteFile(filepath.Join(outDir, "growth.svg"), growthSVG(doc.Growth), 0o644); err != nil {
+			return err
+		}
+	}
+	if len(doc.Results) == 0 {
+		return nil
 	}
 	return os.WriteFile(filepath.Join(outDir, "latency.svg"), latencySVG(doc.Results), 0o644)
 }

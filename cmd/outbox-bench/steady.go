@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -229,18 +230,23 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess, cpuPID in
 	if err != nil {
 		return Result{}, err
 	}
+	res.RSSMiB, res.CPUSeconds = r.usage()
 	if len(latencies) < total {
 		sent, _ := b.sent(ctx)
-		return Result{}, fmt.Errorf("only %d of %d events reached the consumer (%d SENT rows)", len(latencies), total, sent)
+		res.Late = total - len(latencies)
+		return res, fmt.Errorf("%w: only %d of %d events reached the consumer (%d SENT rows)", errLate, len(latencies), total, sent)
 	}
 	q := func(p float64) float64 {
 		i := int(math.Ceil(p*float64(len(latencies)))) - 1
 		return float64(latencies[max(i, 0)].Microseconds()) / 1000
 	}
 	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = q(0.50), q(0.95), q(0.99), q(1)
-	res.RSSMiB, res.CPUSeconds = r.usage()
 	return res, nil
 }
+
+// errLate says that events of a steady run had not reached the consumer a
+// minute after the writer stopped; the Result's Late counts them.
+var errLate = errors.New("events late")
 
 // consumer reads the bench topic from its end when it started and notes when
 // each event first arrives.

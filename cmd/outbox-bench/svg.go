@@ -56,3 +56,79 @@ func latencySVG(res []Result) []byte {
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }
+
+// growthSVG draws each of the growth phase's measures against the size of
+// outbox.deliveries, one small panel a measure, every point labelled.
+func growthSVG(gs []Growth) []byte {
+	panels := []struct {
+		name string
+		v    func(Growth) float64
+	}{
+		{"relay drain (events/s)", func(g Growth) float64 { return g.DrainPerS }},
+		{"stream @ 1000/s p50 (ms)", func(g Growth) float64 { return g.StreamP50ms }},
+		{"stream @ 1000/s p99 (ms)", func(g Growth) float64 { return g.StreamP99ms }},
+		{"p99 while retention deletes (ms)", func(g Growth) float64 { return g.RetentionP99ms }},
+		{"retention (deleted/s)", func(g Growth) float64 { return g.RetentionPerS }},
+		{"claim of 200 rows (ms)", func(g Growth) float64 { return g.ClaimMs }},
+		{"gap sweep of 24 h (ms)", func(g Growth) float64 { return g.SweepMs }},
+		{"console overview (ms)", func(g Growth) float64 { return g.OverviewMs }},
+		{"console FAILED (ms)", func(g Growth) float64 { return g.FailedMs }},
+		{"relay peak RSS (MiB)", func(g Growth) float64 { return max(g.DrainRSSMiB, g.StreamRSSMiB) }},
+		{"deliveries + events (MiB)", func(g Growth) float64 { return g.DeliveriesMiB + g.EventsMiB }},
+	}
+	const cols, pw, ph, pad = 4, 250.0, 150.0, 40.0
+	rows := (len(panels) + cols - 1) / cols
+	width, height := cols*(pw+pad)+pad, float64(rows)*(ph+pad+30)+50
+	maxRows := 1
+	for _, g := range gs {
+		maxRows = max(maxRows, g.Rows)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%.0f" y="22" font-size="15" font-weight="bold">Cost against the size of outbox.deliveries (x: status rows, 0 to %s)</text>`+"\n", pad, rowsLabel(maxRows))
+	for i, p := range panels {
+		x0 := pad + float64(i%cols)*(pw+pad)
+		y0 := 50 + float64(i/cols)*(ph+pad+30)
+		top := 0.0
+		for _, g := range gs {
+			top = max(top, p.v(g))
+		}
+		top = max(top*1.2, 1e-9)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-weight="bold">%s</text>`+"\n", x0, y0, p.name)
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#bbb"/>`+"\n", x0, y0+8, pw, ph)
+		x := func(rows int) float64 { return x0 + 10 + (pw-20)*float64(rows)/float64(maxRows) }
+		y := func(v float64) float64 { return y0 + 8 + ph - ph*v/top }
+		var pts []string
+		for _, g := range gs {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(g.Rows), y(p.v(g))))
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#4c78a8" stroke-width="2"/>`+"\n", strings.Join(pts, " "))
+		for _, g := range gs {
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="#4c78a8"/><text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n",
+				x(g.Rows), y(p.v(g)), x(g.Rows), y(p.v(g))-6, short(p.v(g)))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n", x(g.Rows), y0+ph+22, rowsLabel(g.Rows))
+		}
+	}
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
+
+// rowsLabel writes a count of rows as 0, 200k, 5M.
+func rowsLabel(n int) string {
+	switch {
+	case n >= 1000000:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/1e6), ".0") + "M"
+	case n >= 1000:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// short writes a measure with the precision its size deserves.
+func short(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// Growth is what the growth phase measured with outbox.deliveries (and the
+// events behind it) at one size, in one run.
+type Growth struct {
+	Rows        int     `json:"rows"`         // status rows (and events) before the size's measurements
+	FillSeconds float64 `json:"fill_seconds"` // writing them, with VACUUM ANALYZE
+	// The table sizes after the fill (pg_total_relation_size, which
+	// counts TOAST and indexes, and pg_indexes_size).
+	DeliveriesMiB        float64 `json:"deliveries_total_mib"`
+	DeliveriesIndexesMiB float64 `json:"deliveries_indexes_mib"`
+	EventsMiB            float64 `json:"events_total_mib"`
+	EventsIndexesMiB     float64 `json:"events_indexes_mib"`
+	// The relay's drain of --events new events, and its peak RSS.
+	DrainPerS   float64 `json:"drain_events_per_s"`
+	DrainRSSMiB float64 `json:"drain_relay_peak_rss_mib"`
+	// The stream at 1,000 events/s (no retention to do), and the relay's
+	// peak RSS over that run.
+	StreamP50ms  float64 `json:"stream_p50_ms"`
+	StreamP99ms  float64 `json:"stream_p99_ms"`
+	StreamRSSMiB float64 `json:"stream_relay_peak_rss_mib"`
+	// ClaimMs is the median time of a poll-only claim of 200 due rows.
+	ClaimMs float64 `json:"claim_p50_ms"`
+	// The gap sweep of --gap-lookback (24 h: what a relay's first sweep
+	// after a start walks, one statement), and the events it walked.
+	SweepMs   float64 `json:"gap_sweep_ms"`
+	SweepRows int     `json:"gap_sweep_rows"`
+	// Retention: a relay with --retention 6d deleting the oldest day of
+	// rows while the stream runs at 1,000/s.
+	RetentionDeleted int     `json:"retention_deleted"`
+	RetentionPerS    float64 `json:"retention_deleted_per_s"`
+	RetentionP50ms   float64 `json:"stream_p50_ms_retaining"`
+	RetentionP99ms   float64 `json:"stream_p99_ms_retaining"`
+	// RetentionLate: events of that stream not at the consumer a minute
+	// after the writer stopped (their latencies are then not known).
+	RetentionLate int `json:"stream_late_retaining,omitempty"`
+	// The console's overview and FAILED pages (median of --console-runs).
+	OverviewMs float64 `json:"console_overview_p50_ms"`
+	FailedMs   float64 `json:"console_failed_p50_ms"`
+}
+
+// growthSpan is how far back the growth phase's rows reach: an hour short
+// of --retention's default (7 days), so that retention at its default finds
+// nothing to do during the size's measurements, and about a day of them
+// (a seventh) is older than growthRetention.
+const (
+	growthSpan      = 7*24*time.Hour - time.Hour
+	growthRetention = 6 * 24 * time.Hour
+	growthFillBatch = 1000000
+	growthClaims    = 10  // claims timed per size
+	growthClaimRows = 200 // rows per claim
+)
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("--growth: %q is not a number of rows", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// growthPhase measures, for each size of --growth, the relay and the
+// database with outbox.deliveries and outbox.events filled to that size, as
+// a week of traffic would have left them: see Growth.
+func (b *bench) growthPhase(ctx context.Context) error {
+	sizes, err := parseSizes(b.o.growth)
+	if err != nil {
+		return err
+	}
+	for _, n := range sizes {
+		g, err := b.growAt(ctx, n)
+		if err != nil {
+			return fmt.Errorf("growth at %d rows: %w", n, err)
+		}
+		b.growth = append(b.growth, g)
+		if err := b.writeResults(); err != nil { // what is measured survives a later size's failure
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
+	g := Growth{Rows: n}
+	t0 := time.Now()
+	if err := b.fill(ctx, n); err != nil {
+		return g, err
+	}
+	g.FillSeconds = time.Since(t0).Seconds()
+	if err := b.pool.QueryRow(ctx, `SELECT pg_total_relation_size('outbox.deliveries') / 1048576.0, pg_indexes_size('outbox.deliveries') / 1048576.0,
+		pg_total_relation_size('outbox.events') / 1048576.0, pg_indexes_size('outbox.events') / 1048576.0`).Scan(
+		&g.DeliveriesMiB, &g.DeliveriesIndexesMiB, &g.EventsMiB, &g.EventsIndexesMiB); err != nil {
+		return g, err
+	}
+	fmt.Fprintf(os.Stderr, "growth: %d rows in %.0f s; deliveries %.0f MiB (indexes %.0f), events %.0f MiB (indexes %.0f)\n",
+		n, g.FillSeconds, g.DeliveriesMiB, g.DeliveriesIndexesMiB, g.EventsMiB, g.EventsIndexesMiB)
+
+	end, err := b.backlog(ctx, b.o.events, "bench_relay")
+	if err != nil {
+		return g, err
+	}
+	drain, err := b.relayDrain(ctx, b.o.events, end, 0)
+	if err != nil {
+		return g, err
+	}
+	g.DrainPerS, g.DrainRSSMiB = drain.EventsPerS, drain.RSSMiB
+
+	stream, err := b.streamAt1000(ctx)
+	if err != nil {
+		return g, err
+	}
+	g.StreamP50ms, g.StreamP99ms, g.StreamRSSMiB = stream.P50ms, stream.P99ms, stream.RSSMiB
+
+	if g.ClaimMs, err = b.timeClaims(ctx); err != nil {
+		return g, err
+	}
+	if g.SweepMs, g.SweepRows, err = b.timeSweep(ctx); err != nil {
+		return g, err
+	}
+	if g.OverviewMs, g.FailedMs, err = b.timeGrowthConsole(ctx); err != nil {
+		return g, err
+	}
+	// Its log at info says when retention backs off.
+	ret, deleted, secs, err := b.streamWhileRetaining(ctx, growthRetention, "--log-level", "info")
+	if err != nil && !errors.Is(err, errLate) {
+		return g, err
+	}
+	g.RetentionDeleted, g.RetentionPerS = deleted, float64(deleted)/secs
+	g.RetentionP50ms, g.RetentionP99ms, g.RetentionLate = ret.P50ms, ret.P99ms, ret.Late
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "growth: %v\n", err)
+	}
+	return g, nil
+}
+
+// fill empties the outbox and writes n events with their status rows,
+// created evenly over the growthSpan up to now, in time order (ids
+// time-ordered, as outbox.uuid_v7 makes them), --growth-failed % FAILED
+// (with keys: as the relay writes them), the rest SENT
+// with the columns the stream writes; then VACUUM ANALYZE, as autovacuum
+// would have done to a table of that age, and a CHECKPOINT.
+func (b *bench) fill(ctx context.Context, n int) error {
+	for _, s := range []string{"bench_relay", "bench_steady", "bench_decode"} {
+		b.dropSlot(ctx, s) // no slot decodes the fill
+	}
+	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
+		return err
+	}
+	policy := retry.Policy{}.WithDefaults().JSON()
+	failEvery := 0 // every failEvery-th row FAILED (0: none)
+	if b.o.growthFailed > 0 {
+		failEvery = int(math.Round(100 / b.o.growthFailed))
+	}
+	fmt.Fprintf(os.Stderr, "growth: writing %d events and status rows (every %dth FAILED)\n", n, failEvery)
+	for from := 1; from <= n; from += growthFillBatch {
+		to := min(from+growthFillBatch-1, n)
+		err := b.exec(ctx, `WITH ev AS (
+			INSERT INTO outbox.events (id, topic, key, payload, event_type, created_at)
+			SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+			              PLACING substring(int8send(floor(extract(epoch FROM at) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid,
+			       $1, 'customer-' || (i % 1000),
+			       jsonb_build_object('order_id', i, 'customer', 'customer-' || (i % 1000),
+			                          'amount', round((random() * 1000)::numeric, 2), 'currency', 'EUR', 'note', repeat('x', 380)),
+			       'order.created', at
+			FROM generate_series($2::int, $3::int) i,
+			     LATERAL (SELECT now() - make_interval(secs => $5::float8) + i * make_interval(secs => $5::float8 / ($4::int + 1))) AS t(at)
+			RETURNING id, topic, key, created_at, seq)
+			INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, kafka_partition, kafka_offset,
+			                               created_at, updated_at, sent_at, retry_policy, seq,
+			                               failure_reason, last_error, topic, key, commit_lsn, tx_position)
+			SELECT id, CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN 'FAILED' ELSE 'SENT' END, 1, created_at,
+			       CASE WHEN NOT ($7::int > 0 AND seq % greatest($7::int, 1) = 0) THEN seq % 3 END, CASE WHEN NOT ($7::int > 0 AND seq % greatest($7::int, 1) = 0) THEN seq END,
+			       created_at, created_at, CASE WHEN NOT ($7::int > 0 AND seq % greatest($7::int, 1) = 0) THEN created_at END, $6::jsonb, seq,
+			       CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN 'MESSAGE_TOO_LARGE' END, CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN 'kafka: message was too large' END,
+			       CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN topic END, CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN key END,
+			       CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN '0/0'::pg_lsn END, CASE WHEN $7::int > 0 AND seq % greatest($7::int, 1) = 0 THEN 0 END
+			FROM ev ORDER BY created_at`, b.o.topic, from, to, n, growthSpan.Seconds(), policy, failEvery)
+		if err != nil {
+			return fmt.Errorf("filling: %w", err)
+		}
+	}
+	// The CHECKPOINT writes back what the fill and the VACUUM dirtied
+	// (every page: hint bits, all-visible): left to the checkpointer, that
+	// I/O slowed the first measurements (the stream at 1,000/s: p50 824 ms
+	// at 5,000,000 rows).
+	for _, s := range []string{`VACUUM ANALYZE outbox.events`, `VACUUM ANALYZE outbox.deliveries`, `CHECKPOINT`} {
+		if err := b.exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamAt1000 runs the stream at 1,000 events/s on a fresh slot, as the
+// steady phase does (with no rows old enough for --retention).
+func (b *bench) streamAt1000(ctx context.Context) (Result, error) {
+	if err := b.freshSlot(ctx, "bench_steady"); err != nil {
+		return Result{}, err
+	}
+	defer b.dropSlot(ctx, "bench_steady")
+	if err := b.trimTopic(ctx); err != nil {
+		return Result{}, err
+	}
+	r, err := b.startRelay("--slot", "bench_steady")
+	if err != nil {
+		return Result{}, err
+	}
+	if err := b.untilStreaming(ctx, "the relay"); err != nil {
+		_ = r.stop()
+		return Result{}, err
+	}
+	fmt.Fprintln(os.Stderr, "growth: stream at 1000 events/s")
+	res, err := b.steady(ctx, 1000, r, r.pid())
+	if stopErr := r.stop(); err == nil {
+		err = stopErr
+	}
+	return res, err
+}
+
+// timeClaims writes growthClaims*growthClaimRows due PENDING rows (new
+// events over 100 keys), times growthClaims claims of growthClaimRows
+// through the store, as the poller claims, each followed by marking its rows
+// SENT, and deletes those events again; it returns the median claim's
+// milliseconds.
+func (b *bench) timeClaims(ctx context.Context) (float64, error) {
+	k := growthClaims * growthClaimRows
+	if err := b.exec(ctx, `WITH ev AS (
+		INSERT INTO outbox.events (topic, key, payload, event_type)
+		SELECT $1, 'claim-' || (i % 100), '{"order_id": 1}', 'order.created' FROM generate_series(1, $2) i
+		RETURNING id, topic, key, seq)
+		INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, topic, key, seq, commit_lsn, tx_position)
+		SELECT id, 'PENDING', 0, now() - interval '1 second', topic, key, seq, '0/0', 0 FROM ev`, b.o.topic, k); err != nil {
+		return 0, fmt.Errorf("writing due rows: %w", err)
+	}
+	st, err := store.Open(b.o.dbURL, 30*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	var ms []float64
+	for range growthClaims {
+		start := time.Now()
+		c, err := st.Claim(ctx, "bench-growth", growthClaimRows, false)
+		if err != nil {
+			return 0, err
+		}
+		ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+		if len(c.Rows) == 0 {
+			return 0, fmt.Errorf("a claim found no due row")
+		}
+		// Sent, as the poller records them (untimed): a key's next rows
+		// wait behind its PROCESSING ones.
+		if err := b.exec(ctx, `UPDATE outbox.deliveries SET status = 'SENT', sent_at = now(), locked_by = NULL, locked_at = NULL
+			WHERE status = 'PROCESSING' AND locked_by = 'bench-growth'`); err != nil {
+			return 0, err
+		}
+	}
+	slices.Sort(ms)
+	fmt.Fprintf(os.Stderr, "growth: claims of %d rows: median %.1f ms, max %.1f ms\n", growthClaimRows, ms[len(ms)/2], ms[len(ms)-1])
+	return ms[len(ms)/2], b.exec(ctx, `DELETE FROM outbox.events WHERE key LIKE 'claim-%'`)
+}
+
+// timeSweep times the gap sweep of the last --gap-lookback (24 h, up to
+// --gap-grace ago) as the poller's first sweep after a start runs it,
+// through the store: every event there has its status row, so the one
+// statement walks them all and writes nothing. It returns the milliseconds
+// and the events in the window.
+func (b *bench) timeSweep(ctx context.Context) (float64, int, error) {
+	st, err := store.Open(b.o.dbURL, 30*time.Second)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer st.Close()
+	pol := retry.Policy{}.WithDefaults()
+	upper := time.Now().Add(-5 * time.Minute) // --gap-grace
+	from := upper.Add(-24 * time.Hour)
+	var walked int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM outbox.events WHERE created_at >= $1 AND created_at < $2`, from, upper).Scan(&walked); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if _, _, _, err := st.Sweep(ctx, from, upper, 2000, pol.MaxAttempts, pol.JSON()); err != nil {
+		return 0, 0, err
+	}
+	ms := float64(time.Since(start).Microseconds()) / 1000
+	fmt.Fprintf(os.Stderr, "growth: gap sweep of 24 h: %d events walked in %.0f ms\n", walked, ms)
+	return ms, walked, nil
+}
+
+// timeGrowthConsole times the console's overview and FAILED pages, each
+// --console-runs times, and returns their medians.
+func (b *bench) timeGrowthConsole(ctx context.Context) (overview, failed float64, err error) {
+	srv, stop, err := b.consoleServer()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stop()
+	var med [2]float64
+	for i, path := range []string{"/", "/failed"} {
+		ms, err := b.timePage(ctx, srv.URL+path, "")
+		if err != nil {
+			return 0, 0, fmt.Errorf("console %s: %w", path, err)
+		}
+		med[i] = ms[len(ms)/2]
+	}
+	return med[0], med[1], nil
+}
+
+// printGrowth prints the growth phase's rows as a table.
+func (b *bench) printGrowth() {
+	if len(b.growth) == 0 {
+		return
+	}
+	fmt.Printf("\n%-11s %9s %9s %9s %8s %8s %8s %8s %8s %8s %9s %9s %9s %8s %8s\n", "rows", "del MiB", "ev MiB", "drain/s",
+		"p50 ms", "p99 ms", "claim ms", "sweep ms", "RSS MiB", "ret/s", "ret p99", "overview", "FAILED", "B/status", "B/event")
+	for _, g := range b.growth {
+		perRow := func(mib float64) string {
+			if g.Rows == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f", mib*1048576/float64(g.Rows))
+		}
+		retP99 := fmt.Sprintf("%.1f", g.RetentionP99ms)
+		if g.RetentionLate > 0 {
+			retP99 = fmt.Sprintf("%d late", g.RetentionLate)
+		}
+		fmt.Printf("%-11d %9.0f %9.0f %9.0f %8.1f %8.1f %8.1f %8.0f %8.0f %8.0f %9s %9.1f %9.1f %8s %8s\n", g.Rows,
+			g.DeliveriesMiB, g.EventsMiB, g.DrainPerS, g.StreamP50ms, g.StreamP99ms, g.ClaimMs, g.SweepMs,
+			max(g.DrainRSSMiB, g.StreamRSSMiB), g.RetentionPerS, retP99, g.OverviewMs, g.FailedMs,
+			perRow(g.DeliveriesMiB), perRow(g.EventsMiB))
+	}
+	fmt.Println("del/ev MiB: outbox.deliveries/outbox.events with indexes and TOAST. drain/s: the relay's drain of --events new events. " +
+		"p50/p99: the stream at 1,000/s. claim: a poll-only claim of 200 due rows (median). sweep: the gap sweep of 24 h. " +
+		"RSS: the relay's peak (drain and stream). ret/s and ret p99: retention (--retention 6d, the oldest day) deleting while the stream runs at 1,000/s, and the stream's p99 meanwhile. " +
+		"(N late: N events had not reached the consumer a minute after the writer stopped.) overview, FAILED: the console's pages (median ms). B/status, B/event: bytes per row, indexes included.")
+}

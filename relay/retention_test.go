@@ -1,0 +1,95 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+)
+
+// TestRetention_BacksOffWhileTheSlotLagsOrStatusWritesSlowAndResumes runs a
+// retention walk over 50 old SENT events, 10 a batch, against a real slot:
+// while the slot is behind it deletes nothing and its waits double; once the
+// slot catches up it deletes again; while the status statements turn slow it
+// backs off the same way, and it finishes once they are fast again.
+func TestRetention_BacksOffWhileTheSlotLagsOrStatusWritesSlowAndResumes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '10 days' - i * interval '1 second' FROM generate_series(1, 50) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
+	exec(`SELECT pg_create_logical_replication_slot('retention_pace', 'pgoutput')`)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.WithoutCancel(ctx), `SELECT pg_drop_replication_slot('retention_pace')`)
+	})
+	exec(`SELECT pg_logical_emit_message(true, 'test', repeat('x', 2 << 20))`) // 2 MiB the slot has not confirmed, flushed by the commit
+
+	status := &statusLatency{}
+	for range 50 {
+		status.observe(time.Millisecond) // the baseline: 1 ms a statement
+	}
+	var deleted int64
+	type pause struct {
+		Wait    time.Duration
+		Deleted int64 // events deleted when the wait began
+	}
+	var lagWaits, slowWaits []pause
+	phase := "lag"
+	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
+		deleted: func(n int64) { deleted += n },
+		slot:    "retention_pace", maxLag: 1 << 20, status: status, batch: 10,
+		sleep: func(ctx context.Context, d time.Duration) bool {
+			switch phase {
+			case "lag":
+				if lagWaits = append(lagWaits, pause{d, deleted}); len(lagWaits) == 3 {
+					exec(`SELECT pg_replication_slot_advance('retention_pace', pg_current_wal_lsn())`)
+					phase = "caught up"
+				}
+			case "caught up":
+				if deleted >= 20 {
+					for range 20 {
+						status.observe(50 * time.Millisecond)
+					}
+					phase = "slow"
+				}
+			case "slow":
+				if slowWaits = append(slowWaits, pause{d, deleted}); len(slowWaits) == 3 {
+					for range 40 {
+						status.observe(time.Millisecond)
+					}
+					phase = "fast"
+				}
+			}
+			return ctx.Err() == nil
+		}}
+
+	total := r.walk(ctx, false, time.Now().Add(-r.age))
+
+	want := func(deletedBefore int64) string { // three doubling waits, nothing deleted meanwhile
+		return fmt.Sprint([]pause{{retentionPause, deletedBefore}, {2 * retentionPause, deletedBefore}, {4 * retentionPause, deletedBefore}})
+	}
+	if got, w := fmt.Sprint(lagWaits), want(0); got != w {
+		t.Errorf("waits (and events deleted by then) while the slot was 2 MiB behind a 1 MiB limit: %s, want %s: nothing deleted, each wait doubled", got, w)
+	}
+	if phase != "fast" {
+		t.Fatalf("the walk ended in phase %q with %d deleted: it did not resume after the slot caught up, or never backed off for slow status statements", phase, deleted)
+	}
+	if got, w := fmt.Sprint(slowWaits), want(slowWaits[0].Deleted); got != w || slowWaits[0].Deleted < 20 {
+		t.Errorf("waits while the status statements took 50 ms against a 1 ms baseline: %s, want %s (after at least 20 deleted): nothing deleted, each wait doubled", got, w)
+	}
+	if total != 50 || deleted != 50 {
+		t.Errorf("walk deleted %d (counted %d), want all 50 once the stream was at ease again", total, deleted)
+	}
+}
