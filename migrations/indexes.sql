@@ -48,3 +48,12 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_failed_no_reason_idx ON outbo
 
 -- The FAILED list filtered by topic, newest or oldest first, and its count.
 CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_failed_topic_idx ON outbox.deliveries (topic, updated_at, event_id) WHERE status = 'FAILED';
+
+-- The stream's queued keys under --failed-key-policy continue
+-- (internal/store/sql/queued_keys_continue.sql, every second between
+-- batches): the keys with an event queued and not yet attempted, one index
+-- descent a key. FAILED rows hold no key under continue and are not in it:
+-- walking deliveries_key_order_idx instead read every keyed FAILED row on
+-- each refresh (131 ms a refresh at 20,000 FAILED; the stream's p99 at
+-- 1,000/s went to seconds as FAILED rows piled up).
+CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_queued_key_idx ON outbox.deliveries (topic, key) WHERE key IS NOT NULL AND status IN ('PENDING', 'PROCESSING') AND attempts = 0;

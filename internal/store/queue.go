@@ -12,6 +12,8 @@ import (
 var (
 	//go:embed sql/queued_keys.sql
 	queuedKeysSQL string
+	//go:embed sql/queued_keys_continue.sql
+	queuedKeysContinueSQL string
 	//go:embed sql/key_queue.sql
 	keyQueueSQL string
 	//go:embed sql/held_keys_walk.sql
@@ -36,7 +38,17 @@ type QueuedKey struct {
 // keys with any PENDING, PROCESSING or FAILED row; without, keys with a row
 // queued and not yet attempted.
 func (s *Store) QueuedKeys(ctx context.Context, hold bool, limit int) ([]QueuedKey, error) {
-	return collect(ctx, s.db, "listing queued keys", rowToQueuedKey, queuedKeysSQL, hold, limit)
+	sql, args := queuedKeys(hold, limit)
+	return collect(ctx, s.db, "listing queued keys", rowToQueuedKey, sql, args...)
+}
+
+// queuedKeys is QueuedKeys' statement: under continue, one that walks only
+// the keys with a row queued and not yet attempted.
+func queuedKeys(hold bool, limit int) (string, []any) {
+	if !hold {
+		return queuedKeysContinueSQL, []any{limit}
+	}
+	return queuedKeysSQL, []any{hold, limit}
 }
 
 // rowToQueuedKey reads a row of topic, key and draining.

@@ -5,7 +5,8 @@
 -- With the hold policy ($1), a key queues while it has any PENDING,
 -- PROCESSING or FAILED row; with continue, while it has a row that was
 -- queued and not yet attempted (PENDING or PROCESSING, attempts 0): a retry
--- or a failure alone does not stop the key.
+-- or a failure alone does not stop the key. QueuedKeys reads the keys under
+-- continue with queued_keys_continue.sql, which walks only such rows.
 --
 -- The keys are walked one index descent each (a loose index scan over
 -- deliveries_key_order_idx), not row by row, and each key's rows are read in
