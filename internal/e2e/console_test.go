@@ -42,7 +42,7 @@ func TestConsole_ServedByItsCommandAndByRun(t *testing.T) {
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
 			ok := resp.StatusCode == http.StatusOK && // orders: no PENDING, PROCESSING or FAILED, 1 SENT
-				strings.Contains(string(b), `<td>orders</td><td class="n"></td><td class="n"></td><td class="n"></td><td class="n">1</td>`) &&
+				strings.Contains(string(b), `<a href="/events?topic=orders">orders</a></td><td class="n"></td><td class="n"></td><td class="n"></td><td class="n"><a href="/events?status=SENT&amp;topic=orders">1</a></td>`) &&
 				// the console of its own sees the relay's role from its metrics
 				(addr == byRun || strings.Contains(string(b), "<td>streaming</td><td>closed</td>"))
 			return ok, fmt.Sprintf("%d %.200s", resp.StatusCode, b)
