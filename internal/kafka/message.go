@@ -119,13 +119,6 @@ type Message struct {
 	partition int32
 	// deadLetter: made by DeadLetter, for the dead-letter topic.
 	deadLetter bool
-	// key and value are the record's Key and Value, which point at them:
-	// a pointer in the Encoder interface costs no allocation, where a
-	// ByteEncoder in it costs one each. A Message is therefore not copied
-	// by value once built (a copy's record would read this one's fields).
-	key, value sarama.ByteEncoder
-	// idText is the outbox-event-id header's value, for the same reason.
-	idText [36]byte
 }
 
 // The relay's header names as record header keys, made once: sarama only
@@ -136,8 +129,8 @@ var (
 )
 
 // setKey and setValue make the record's key and value b.
-func (m *Message) setKey(b []byte)   { m.key, m.Record.Key = b, &m.key }
-func (m *Message) setValue(b []byte) { m.value, m.Record.Value = b, &m.value }
+func (m *Message) setKey(b []byte)   { m.Record.Key = sarama.ByteEncoder(b) }
+func (m *Message) setValue(b []byte) { m.Record.Value = sarama.ByteEncoder(b) }
 
 // Key is the record's key as Build set it, or nil when it has none.
 func (m *Message) Key() []byte {
@@ -183,8 +176,7 @@ func (m *Message) Build(ev Event) error {
 		}
 		r.Headers = append(ev.Placed, r.Headers...)
 	}
-	formatUUID(&m.idText, ev.ID)
-	r.Headers = append(r.Headers, sarama.RecordHeader{Key: keyEventID, Value: m.idText[:]})
+	r.Headers = append(r.Headers, sarama.RecordHeader{Key: keyEventID, Value: FormatUUID(ev.ID)})
 	if ev.EventType != nil {
 		r.Headers = append(r.Headers, sarama.RecordHeader{Key: keyEventType, Value: ev.EventType})
 	}
@@ -207,12 +199,6 @@ func (m *Message) DeadLetter(from *Message, topic string, id [16]byte, key, valu
 	var own []sarama.RecordHeader
 	if from != nil {
 		r.Key, r.Value, r.Timestamp, own = from.Record.Key, from.Record.Value, from.Record.Timestamp, from.Record.Headers
-		if from.Record.Key == sarama.Encoder(&from.key) { // this message's own, not from's
-			m.setKey(from.key)
-		}
-		if from.Record.Value == sarama.Encoder(&from.value) {
-			m.setValue(from.value)
-		}
 	} else {
 		if key != nil {
 			m.setKey(key)
@@ -225,14 +211,6 @@ func (m *Message) DeadLetter(from *Message, topic string, id [16]byte, key, valu
 	}
 	r.Headers = make([]sarama.RecordHeader, 0, len(own)+len(extra))
 	r.Headers = append(r.Headers, own...)
-	if from != nil { // from's id header's value is from's own field: this message gets its copy
-		m.idText = from.idText
-		for i, h := range r.Headers {
-			if len(h.Value) > 0 && &h.Value[0] == &from.idText[0] {
-				r.Headers[i].Value = m.idText[:]
-			}
-		}
-	}
 	for _, h := range extra {
 		r.Headers = append(r.Headers, sarama.RecordHeader{Key: h.Key, Value: h.Value})
 	}
