@@ -181,7 +181,7 @@ func (b *breakerBundle) waitRefusals(t *testing.T, n int32) {
 	}
 }
 
-func value(m *Message) string { return string(*m.Record.Value.(*sarama.ByteEncoder)) }
+func value(m *Message) string { return string(m.Record.Value.(sarama.ByteEncoder)) }
 
 func expectSent(t *testing.T, f *fakeProducer, want string) *Message {
 	t.Helper()

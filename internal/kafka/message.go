@@ -134,13 +134,8 @@ func (m *Message) setValue(b []byte) { m.Record.Value = sarama.ByteEncoder(b) }
 
 // Key is the record's key as Build set it, or nil when it has none.
 func (m *Message) Key() []byte {
-	switch k := m.Record.Key.(type) {
-	case *sarama.ByteEncoder:
-		return *k
-	case sarama.ByteEncoder:
-		return k
-	}
-	return nil
+	k, _ := m.Record.Key.(sarama.ByteEncoder)
+	return k
 }
 
 // Build makes m's record from ev, or says why ev cannot be a message.
