@@ -48,7 +48,7 @@ func queuedKeys(hold bool, limit int) (string, []any) {
 	if !hold {
 		return queuedKeysContinueSQL, []any{limit}
 	}
-	return queuedKeysSQL, []any{hold, limit}
+	return queuedKeysSQL, []any{limit}
 }
 
 // rowToQueuedKey reads a row of topic, key and draining.

@@ -1,18 +1,14 @@
--- The keys whose new events the stream must queue, each with whether it is
--- draining: its first unfinished event is queued and will be delivered
--- next (not FAILED, not waiting for a retry).
---
--- With the hold policy ($1), a key queues while it has any PENDING,
--- PROCESSING or FAILED row; with continue, while it has a row that was
--- queued and not yet attempted (PENDING or PROCESSING, attempts 0): a retry
--- or a failure alone does not stop the key. QueuedKeys reads the keys under
--- continue with queued_keys_continue.sql, which walks only such rows.
+-- The keys whose new events the stream must queue under the hold policy:
+-- every key with a PENDING, PROCESSING or FAILED row, each with whether it
+-- is draining (its first unfinished event is queued and will be delivered
+-- next: not FAILED, not waiting for a retry). Under continue, QueuedKeys
+-- reads queued_keys_continue.sql, where a failure alone does not stop a key.
 --
 -- The keys are walked one index descent each (a loose index scan over
 -- deliveries_key_order_idx), not row by row, and each key's rows are read in
 -- that index's order: an EXISTS probe was planned as a sequential scan
 -- (cheap to its first row, the planner thought), a scan of the whole table
--- per key. $2: at most this many.
+-- per key. $1: at most this many.
 WITH RECURSIVE k AS (
     (SELECT d.topic, d.key FROM outbox.deliveries d
      WHERE d.key IS NOT NULL AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
@@ -28,12 +24,6 @@ SELECT k.topic, k.key, coalesce(h.status IN ('PENDING', 'PROCESSING') AND h.atte
 FROM k LEFT JOIN LATERAL (
     SELECT d.status, d.attempts FROM outbox.deliveries d
     WHERE d.key IS NOT NULL AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
-      AND d.topic = k.topic AND d.key = k.key AND (d.status <> 'FAILED' OR $1::boolean)
+      AND d.topic = k.topic AND d.key = k.key
     ORDER BY d.seq, d.commit_lsn, d.tx_position, d.event_id LIMIT 1) h ON true
-LEFT JOIN LATERAL (
-    SELECT true AS queued FROM outbox.deliveries q
-    WHERE q.key IS NOT NULL AND q.status IN ('PENDING', 'PROCESSING') AND q.attempts = 0
-      AND q.topic = k.topic AND q.key = k.key
-    ORDER BY q.seq, q.commit_lsn, q.tx_position, q.event_id LIMIT 1) q ON NOT $1::boolean
-WHERE $1::boolean OR q.queued
-LIMIT $2
+LIMIT $1
