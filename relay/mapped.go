@@ -46,12 +46,12 @@ type mappedLayout struct {
 	ce     *ceWriter // nil: not CloudEvents
 }
 
-// fill makes e's record from the row through the mapping (the names of
-// the headers it places were checked at start: Config.checkTableHeaders),
-// and e.copy: the
+// fill makes e's record from the row through the mapping, and e.copy: the
 // event's table and topic, which its status row carries, and the record,
 // kept (keptCopy) if it is not delivered on its first try. A row that
-// cannot be a record becomes INVALID_EVENT, its copy without a topic.
+// cannot be a record becomes INVALID_EVENT, its copy without a topic. The
+// names of the headers it places were checked at start
+// (Config.checkTableHeaders).
 func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	rec, err := m.bound.Record(values, commitTime)
 	id := rec.ID
@@ -66,7 +66,7 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	}
 	if err == nil {
 		err = e.Build(kafka.Event{ID: e.id, Topic: rec.Topic, Key: rec.Key, Value: rec.Value,
-			Placed: placed(rec.Headers), PlacedChecked: true, Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
+			Placed: rec.Headers, PlacedChecked: true, Headers: rec.HeadersJSON, EventType: rec.EventType, Timestamp: rec.Timestamp,
 			Partition: rec.Partition, Partitioned: rec.Partition >= 0, CloudEvents: m.ce != nil, KeylessTombstone: m.table.Debezium})
 	}
 	if err == nil && m.ce != nil {
@@ -80,15 +80,6 @@ func (m *mappedLayout) fill(e *event, values [][]byte, commitTime time.Time) {
 	c.Topic, c.Key, c.Value, c.EventType, c.CreatedAt = rec.Topic, rec.Key, rec.Value, rec.EventType, rec.Timestamp
 	c.Partition, c.Seq = rec.Partition, rec.Seq
 	e.size = e.Size()
-}
-
-// placed returns hs as the record's first headers, nil for none: the same
-// slice (mapping.Header is kafka.Header), which Build then appends to.
-func placed(hs []mapping.Header) []kafka.Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	return hs
 }
 
 // keptCopy is e's record to keep (store.Copy) once it was not delivered on

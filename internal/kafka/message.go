@@ -128,10 +128,6 @@ var (
 	keyEventType = []byte(HeaderEventType)
 )
 
-// setKey and setValue make the record's key and value b.
-func (m *Message) setKey(b []byte)   { m.Record.Key = sarama.ByteEncoder(b) }
-func (m *Message) setValue(b []byte) { m.Record.Value = sarama.ByteEncoder(b) }
-
 // Key is the record's key as Build set it, or nil when it has none.
 func (m *Message) Key() []byte {
 	k, _ := m.Record.Key.(sarama.ByteEncoder)
@@ -147,10 +143,10 @@ func (m *Message) Build(ev Event) error {
 	}
 	r.Topic = ev.Topic
 	if ev.Key != nil {
-		m.setKey(ev.Key)
+		r.Key = sarama.ByteEncoder(ev.Key)
 	}
 	if ev.Value != nil {
-		m.setValue(ev.Value)
+		r.Value = sarama.ByteEncoder(ev.Value)
 	} else if ev.Key == nil && !ev.KeylessTombstone {
 		return errors.New("a tombstone needs a key: payload and key are both NULL")
 	}
@@ -196,10 +192,10 @@ func (m *Message) DeadLetter(from *Message, topic string, id [16]byte, key, valu
 		r.Key, r.Value, r.Timestamp, own = from.Record.Key, from.Record.Value, from.Record.Timestamp, from.Record.Headers
 	} else {
 		if key != nil {
-			m.setKey(key)
+			r.Key = sarama.ByteEncoder(key)
 		}
 		if value != nil {
-			m.setValue(value)
+			r.Value = sarama.ByteEncoder(value)
 		}
 		r.Timestamp = at
 		own = []sarama.RecordHeader{{Key: keyEventID, Value: FormatUUID(id)}}
@@ -263,14 +259,8 @@ func describeJSON(v []byte) string {
 
 // FormatUUID renders a uuid in its canonical text form.
 func FormatUUID(id [16]byte) []byte {
-	var out [36]byte
-	formatUUID(&out, id)
-	return out[:]
-}
-
-// formatUUID writes id's text form into out.
-func formatUUID(out *[36]byte, id [16]byte) {
 	const hex = "0123456789abcdef"
+	out := make([]byte, 36)
 	j := 0
 	for i, b := range id {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
@@ -280,4 +270,5 @@ func formatUUID(out *[36]byte, id [16]byte) {
 		out[j], out[j+1] = hex[b>>4], hex[b&0xf]
 		j += 2
 	}
+	return out
 }
