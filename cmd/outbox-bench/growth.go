@@ -37,9 +37,12 @@ type Growth struct {
 	// ClaimMs is the median time of a poll-only claim of 200 due rows.
 	ClaimMs float64 `json:"claim_p50_ms"`
 	// The gap sweep of --gap-lookback (24 h: what a relay's first sweep
-	// after a start walks, one statement), and the events it walked.
-	SweepMs   float64 `json:"gap_sweep_ms"`
-	SweepRows int     `json:"gap_sweep_rows"`
+	// after a start walks, in windows of growthSweepWindow events, one
+	// statement pair each, as the stream mode's sweep does), its longest
+	// window, and the events it walked.
+	SweepMs        float64 `json:"gap_sweep_ms"`
+	SweepLongestMs float64 `json:"gap_sweep_longest_window_ms"`
+	SweepRows      int     `json:"gap_sweep_rows"`
 	// Retention: a relay with --retention 6d deleting the oldest day of
 	// rows while the stream runs at 1,000/s.
 	RetentionDeleted int     `json:"retention_deleted"`
@@ -64,6 +67,10 @@ const (
 	growthFillBatch = 1000000
 	growthClaims    = 10  // claims timed per size
 	growthClaimRows = 200 // rows per claim
+	// The relay's sweep at the default --poll-batch-size: windows of 50
+	// batches of 2,000 (relay.sweepWindowBatches).
+	growthSweepBatch  = 2000
+	growthSweepWindow = 50 * growthSweepBatch
 )
 
 func parseSizes(s string) ([]int, error) {
@@ -133,7 +140,7 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 	if g.ClaimMs, err = b.timeClaims(ctx); err != nil {
 		return g, err
 	}
-	if g.SweepMs, g.SweepRows, err = b.timeSweep(ctx); err != nil {
+	if g.SweepMs, g.SweepLongestMs, g.SweepRows, err = b.timeSweep(ctx); err != nil {
 		return g, err
 	}
 	if g.OverviewMs, g.FailedMs, err = b.timeGrowthConsole(ctx); err != nil {
@@ -280,30 +287,41 @@ func (b *bench) timeClaims(ctx context.Context) (float64, error) {
 }
 
 // timeSweep times the gap sweep of the last --gap-lookback (24 h, up to
-// --gap-grace ago) as the poller's first sweep after a start runs it,
-// through the store: every event there has its status row, so the one
-// statement walks them all and writes nothing. It returns the milliseconds
-// and the events in the window.
-func (b *bench) timeSweep(ctx context.Context) (float64, int, error) {
+// --gap-grace ago) as the stream mode's first sweep after a start runs it,
+// through the store: a window of growthSweepWindow events at a time, each
+// swept in one statement. Every event there has its status row, so it walks
+// them all and writes nothing. It returns the milliseconds in all and of the
+// longest window, and the events in the range.
+func (b *bench) timeSweep(ctx context.Context) (total, longest float64, walked int, err error) {
 	st, err := store.Open(b.o.dbURL, 30*time.Second)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer st.Close()
 	pol := retry.Policy{}.WithDefaults()
 	upper := time.Now().Add(-5 * time.Minute) // --gap-grace
 	from := upper.Add(-24 * time.Hour)
-	var walked int
 	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM outbox.events WHERE created_at >= $1 AND created_at < $2`, from, upper).Scan(&walked); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	start := time.Now()
-	if _, _, _, err := st.Sweep(ctx, from, upper, 2000, pol.MaxAttempts, pol.JSON()); err != nil {
-		return 0, 0, err
+	start, windows := time.Now(), 0
+	for cursor := from; cursor.Before(upper); windows++ {
+		t0 := time.Now()
+		end, windowed, err := st.SweepWindow(ctx, cursor, upper, growthSweepWindow)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if _, _, _, err := st.Sweep(ctx, cursor, end, growthSweepBatch, pol.MaxAttempts, pol.JSON()); err != nil {
+			return 0, 0, 0, err
+		}
+		longest = max(longest, float64(time.Since(t0).Microseconds())/1000)
+		if cursor = end; !windowed {
+			cursor = upper
+		}
 	}
-	ms := float64(time.Since(start).Microseconds()) / 1000
-	fmt.Fprintf(os.Stderr, "growth: gap sweep of 24 h: %d events walked in %.0f ms\n", walked, ms)
-	return ms, walked, nil
+	total = float64(time.Since(start).Microseconds()) / 1000
+	fmt.Fprintf(os.Stderr, "growth: gap sweep of 24 h: %d events walked in %.0f ms, %d windows, the longest %.0f ms\n", walked, total, windows, longest)
+	return total, longest, walked, nil
 }
 
 // timeGrowthConsole times the console's overview and FAILED pages, each
@@ -330,8 +348,8 @@ func (b *bench) printGrowth() {
 	if len(b.growth) == 0 {
 		return
 	}
-	fmt.Printf("\n%-11s %9s %9s %9s %8s %8s %8s %8s %8s %8s %9s %9s %9s %8s %8s\n", "rows", "del MiB", "ev MiB", "drain/s",
-		"p50 ms", "p99 ms", "claim ms", "sweep ms", "RSS MiB", "ret/s", "ret p99", "overview", "FAILED", "B/status", "B/event")
+	fmt.Printf("\n%-11s %9s %9s %9s %8s %8s %8s %12s %8s %8s %9s %9s %9s %8s %8s\n", "rows", "del MiB", "ev MiB", "drain/s",
+		"p50 ms", "p99 ms", "claim ms", "sweep/max ms", "RSS MiB", "ret/s", "ret p99", "overview", "FAILED", "B/status", "B/event")
 	for _, g := range b.growth {
 		perRow := func(mib float64) string {
 			if g.Rows == 0 {
@@ -343,8 +361,8 @@ func (b *bench) printGrowth() {
 		if g.RetentionLate > 0 {
 			retP99 = fmt.Sprintf("%d late", g.RetentionLate)
 		}
-		fmt.Printf("%-11d %9.0f %9.0f %9.0f %8.1f %8.1f %8.1f %8.0f %8.0f %8.0f %9s %9.1f %9.1f %8s %8s\n", g.Rows,
-			g.DeliveriesMiB, g.EventsMiB, g.DrainPerS, g.StreamP50ms, g.StreamP99ms, g.ClaimMs, g.SweepMs,
+		fmt.Printf("%-11d %9.0f %9.0f %9.0f %8.1f %8.1f %8.1f %12s %8.0f %8.0f %9s %9.1f %9.1f %8s %8s\n", g.Rows,
+			g.DeliveriesMiB, g.EventsMiB, g.DrainPerS, g.StreamP50ms, g.StreamP99ms, g.ClaimMs, fmt.Sprintf("%.0f/%.0f", g.SweepMs, g.SweepLongestMs),
 			max(g.DrainRSSMiB, g.StreamRSSMiB), g.RetentionPerS, retP99, g.OverviewMs, g.FailedMs,
 			perRow(g.DeliveriesMiB), perRow(g.EventsMiB))
 	}
