@@ -93,3 +93,82 @@ func TestRetention_BacksOffWhileTheSlotLagsOrStatusWritesSlowAndResumes(t *testi
 		t.Errorf("walk deleted %d (counted %d), want all 50 once the stream was at ease again", total, deleted)
 	}
 }
+
+// TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp
+// checks the pause between retention's batches: at its base pace 4 times a
+// batch's time and at least 100 ms (a batch of 1,000 every 100 ms can never
+// delete 10,000 events a second); while the events it deletes are more than
+// two minutes past the retention, a tenth shorter each batch down to half a
+// batch's time (floor 12.5 ms); back at the base pace as soon as they are
+// not.
+func TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp(t *testing.T) {
+	cutoff := time.Now()
+	old, recent := cutoff.Add(-time.Hour), cutoff.Add(-30*time.Second)
+	p := newRetentionPace()
+	if got := p.after(10*time.Millisecond, &recent, cutoff); got != retentionPause {
+		t.Fatalf("a 10 ms batch, caught up: pause %s, want %s (the floor)", got, retentionPause)
+	}
+	if got := p.after(50*time.Millisecond, &recent, cutoff); got != 200*time.Millisecond {
+		t.Fatalf("a 50 ms batch, caught up: pause %s, want 200ms (4 times its time)", got)
+	}
+	var pauses []time.Duration
+	for range 40 {
+		pauses = append(pauses, p.after(20*time.Millisecond, &old, cutoff))
+	}
+	for i := 1; i < len(pauses); i++ {
+		if pauses[i] > pauses[i-1] {
+			t.Fatalf("pauses while behind grew: %v", pauses)
+		}
+	}
+	if first := pauses[0]; first != 90*time.Millisecond {
+		t.Errorf("first pause while behind: %s, want 90ms (the floor a tenth shorter)", first)
+	}
+	if last := pauses[len(pauses)-1]; last != 12500*time.Microsecond {
+		t.Errorf("pause after 40 batches behind: %s, want 12.5ms (the floor at half a batch's time)", last)
+	}
+	if got := p.after(100*time.Millisecond, &old, cutoff); got != 50*time.Millisecond {
+		t.Errorf("a 100 ms batch at the fastest pace: pause %s, want 50ms (half its time)", got)
+	}
+	if got := p.after(10*time.Millisecond, &recent, cutoff); got != retentionPause {
+		t.Errorf("caught up again: pause %s, want %s", got, retentionPause)
+	}
+	if got := p.after(10*time.Millisecond, nil, cutoff); got != retentionPause {
+		t.Errorf("nothing walked: pause %s, want %s", got, retentionPause)
+	}
+}
+
+// TestRetention_DeletesABacklogFasterThanItsBasePace walks 300 SENT events
+// ten days old, 10 a batch, with a retention of 7 days, recording the
+// pauses between batches: once it has seen it is behind, they fall below
+// the base pace's floor of 100 ms (which bounded it to 10 batches a
+// second), and it deletes every event.
+func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '10 days' + i * interval '1 second' FROM generate_series(1, 300) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	var pauses []time.Duration
+	var deleted int64
+	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
+		deleted: func(n int64) { deleted += n }, batch: 10,
+		sleep: func(ctx context.Context, d time.Duration) bool {
+			pauses = append(pauses, d)
+			return ctx.Err() == nil
+		}}
+	total := r.walk(ctx, false, time.Now().Add(-r.age))
+	if total != 300 || deleted != 300 {
+		t.Fatalf("walk deleted %d (counted %d), want 300", total, deleted)
+	}
+	if len(pauses) < 20 {
+		t.Fatalf("%d pauses, want one after each of 29 full batches: %v", len(pauses), pauses)
+	}
+	for i, d := range pauses[1:] {
+		if d >= retentionPause {
+			t.Fatalf("pause %d of a walk of a 3-day backlog: %s, want under the base pace's %s (all: %v)", i+2, d, retentionPause, pauses)
+		}
+	}
+}
