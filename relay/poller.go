@@ -96,11 +96,13 @@ type poller struct {
 	cfg    PollerConfig
 	slot   string    // "" in poll mode: no slot to wait for
 	cursor time.Time // the gap sweep's
-	// recheck is the recheck pass's cursor (GapRecheck), run at rechecked.
-	recheck   time.Time
-	rechecked time.Time
-	paused    bool // the sweep waits for the stream to catch up
-	horizon   store.Horizon
+	// recheck is the recheck pass's cursor (GapRecheck), run no sooner
+	// than recheckNext.
+	recheck     time.Time
+	recheckNext time.Time
+	sweepNext   time.Time // the stream's sweep walks its next window no sooner (sweepYield)
+	paused      bool      // the sweep waits for the stream to catch up
+	horizon     store.Horizon
 	// mappedAt and mappedRecheck are the two passes' cursors in each of
 	// the mapped tables (mapped_walk.go).
 	mappedAt, mappedRecheck []store.BackfillCursor
@@ -261,11 +263,20 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 	if p.direct != nil && p.pub.Available() {
 		found, inserted, err = p.sweepDirect(ctx, &p.cursor, upper)
 	} else {
+		if p.now().Before(p.sweepNext) {
+			return 0, nil // pacing a walk of many windows
+		}
+		start := p.now()
 		found, inserted, err = p.sweepRange(ctx, &p.cursor, upper)
+		if found == p.cfg.BatchSize && inserted < found { // a full window with few gaps: more to walk, at a pace
+			p.sweepNext = p.now().Add(max(p.cfg.Interval, sweepYield*p.now().Sub(start)))
+			found = 0
+		}
 	}
 	if err != nil {
 		return 0, err
 	}
+	p.metrics.GapSweepBehind.Set(max(upper.Sub(p.cursor), 0).Seconds())
 	mappedFound, mappedInserted, err := p.sweepMapped(ctx, p.mappedAt, func(int) time.Time { return upper })
 	if err != nil {
 		return 0, err
@@ -275,12 +286,16 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 		p.log.Warn("gap sweep found committed events the stream never delivered; delivering them",
 			zap.Int("events", inserted), zap.Time("up_to", p.cursor))
 	}
-	if p.cfg.GapRecheck > p.cfg.GapGrace && p.now().Sub(p.rechecked) >= max(p.cfg.Interval, time.Second) {
-		p.rechecked = p.now()
+	if p.cfg.GapRecheck > p.cfg.GapGrace && !p.now().Before(p.recheckNext) {
 		// Only ground the first pass has walked: anything ahead is its job.
-		_, late, err := p.sweepRange(ctx, &p.recheck, minTime(recheckUpper, p.cursor))
+		start := p.now()
+		walked, late, err := p.sweepRange(ctx, &p.recheck, minTime(recheckUpper, p.cursor))
 		if err != nil {
 			return 0, err
+		}
+		p.recheckNext = p.now().Add(max(p.cfg.Interval, time.Second))
+		if walked == p.cfg.BatchSize { // a full window: paced as the first pass is
+			p.recheckNext = p.recheckNext.Add(sweepYield * p.now().Sub(start))
 		}
 		_, mappedLate, err := p.sweepMapped(ctx, p.mappedRecheck,
 			func(i int) time.Time { return minTime(recheckUpper, p.mappedAt[i].CreatedAt) })
@@ -343,7 +358,15 @@ func minTime(a, b time.Time) time.Time {
 // --gap-lookback walked every event of the last 24 hours: 2.9 million in
 // 3.6 to 8.5 s here, 86 million at 1,000 events/s, past any statement
 // timeout. A window of 100,000 takes a few hundred milliseconds.
-const sweepWindowBatches = 50
+//
+// The stream's sweep is a safety net, not its delivery path: after a full
+// window it waits sweepYield times the window's time (and at least
+// --poll-interval) before the next, as retention does, so that walking a
+// day of events after a start does not take the cores from the stream.
+const (
+	sweepWindowBatches = 50
+	sweepYield         = 4
+)
 
 // sweepRange runs the sweep from *cursor up to upper, through a window of at
 // most sweepWindowBatches batches of events, and moves the cursor: to the

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/outbox-relay/outbox-relay/internal/metrics"
@@ -69,5 +70,70 @@ func TestGapSweep_TheFirstSweepWalksTheLookbackInBoundedWindows(t *testing.T) {
 	}
 	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE event_id = '00000000-0000-0000-0000-00000000aaaa' AND status = 'PENDING'`); n != 1 {
 		t.Fatalf("the event without a status row has %d PENDING rows, want 1", n)
+	}
+}
+
+// TestGapSweep_TheStreamsSweepWaitsBetweenWindows runs the stream mode's
+// sweep, round by round as the poller does, over 2,000 events of the last
+// hour that all have their status rows, with windows of 500 events and a
+// clock the test moves. After a full window the sweep does not come back at
+// once (it reports nothing found, so the poller pauses), and a round before
+// its pace allows walks nothing; once the clock reaches it, the next window.
+// outbox_relay_gap_sweep_behind_seconds says how far behind its horizon
+// the cursor is: over half an hour after the first window, under a minute
+// once it has caught up.
+func TestGapSweep_TheStreamsSweepWaitsBetweenWindows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '1 hour' + i * interval '1 second' FROM generate_series(1, 2000) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Now()
+	m := metrics.New("test")
+	cfg := PollerConfig{BatchSize: 10, Interval: 200 * time.Millisecond}.withDefaults()
+	p := newPoller(cfg, "a_slot", pollerDeps{store: store.New(pool), metrics: m, now: func() time.Time { return clock },
+		settle: &settler{def: retry.Policy{}.WithDefaults(), log: zaptest.NewLogger(t)}, log: zaptest.NewLogger(t)})
+	round := func() (found int) {
+		t.Helper()
+		found, err := p.sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+
+	before := p.cursor
+	if found := round(); found != 0 || !p.cursor.After(before) {
+		t.Fatalf("first round: found %d, cursor moved from %s to %s: want a window walked and 0 reported (no round at once)", found, before, p.cursor)
+	}
+	if behind := testutil.ToFloat64(m.GapSweepBehind); behind < 1800 {
+		t.Fatalf("gap_sweep_behind_seconds after the first window: %.0f, want over half an hour (the window ends at the 500th event of the hour)", behind)
+	}
+	if !p.sweepNext.After(clock) {
+		t.Fatalf("next window at %s, not after now (%s): the sweep would walk on at once", p.sweepNext, clock)
+	}
+	at := p.cursor
+	if round(); !p.cursor.Equal(at) {
+		t.Fatalf("a round before the pace allows moved the cursor from %s to %s", at, p.cursor)
+	}
+	windows := 1
+	for p.cursor.Before(clock.Add(-10 * time.Minute)) { // the horizon is about --gap-grace (5 min) ago
+		if windows++; windows > 10 {
+			t.Fatalf("%d windows and the cursor is at %s: it never caught up", windows, p.cursor)
+		}
+		clock = p.sweepNext
+		at := p.cursor
+		if round(); !p.cursor.After(at) {
+			t.Fatalf("window %d at its time did not move the cursor from %s", windows, at)
+		}
+	}
+	if windows < 4 {
+		t.Errorf("caught up in %d windows, want at least 4 (2,000 events, 500 a window)", windows)
+	}
+	if behind := testutil.ToFloat64(m.GapSweepBehind); behind > 60 {
+		t.Errorf("gap_sweep_behind_seconds once caught up: %.0f, want under a minute", behind)
 	}
 }

@@ -67,6 +67,7 @@ type Metrics struct {
 	Claimed          prometheus.Counter
 	Rescued          prometheus.Counter
 	GapSwept         prometheus.Counter
+	GapSweepBehind   prometheus.Gauge
 	Backfilled       prometheus.Counter
 	RetentionDeleted prometheus.Counter
 	Queued           prometheus.Counter
@@ -166,6 +167,8 @@ func New(version string) *Metrics {
 		"topic", "outcome")
 	m.Rescued = f.counter("poller_rescued_total", "Rows stuck in PROCESSING that the poller took back.")
 	m.GapSwept = f.counter("gap_swept_total", "Events without a status row that the gap sweep gave a row (PENDING, or in poll mode, where it delivers them, their outcome).")
+	m.GapSweepBehind = f.gauge("gap_sweep_behind_seconds", "How far the gap sweep's cursor is behind its horizon: large after a start, "+
+		"while the first sweep walks --gap-lookback window by window at its pace, then about --poll-interval.")
 	m.Backfilled = f.counter("backfilled_total", "Events committed before a new slot that its backfill gave a status row (SENT, or PENDING behind their key).")
 	m.RetentionDeleted = f.counter("retention_deleted_total", "SENT events deleted by --retention.")
 	m.Queued = f.counter("events_queued_total", "Events the stream queued as PENDING rows for the poller instead of publishing: "+
