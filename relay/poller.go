@@ -156,6 +156,7 @@ func newPoller(cfg PollerConfig, slot string, deps pollerDeps) *poller {
 	p := &poller{pollerDeps: deps, cfg: cfg, slot: slot, tally: deps.metrics.NewTally()}
 	p.cursor = p.now().Add(-cfg.GapLookback)
 	p.recheck = p.cursor
+	deps.metrics.GapSweepBehind.Set(cfg.GapLookback.Seconds()) // until its first sweep
 	for range deps.mapped {
 		p.mappedAt = append(p.mappedAt, store.BackfillCursor{CreatedAt: maxTime(p.cursor, deps.mappedFloor), Seq: -1})
 	}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -18,8 +21,9 @@ import (
 
 // relayProcess is a running outbox-relay process.
 type relayProcess struct {
-	cmd  *exec.Cmd
-	done chan error
+	cmd     *exec.Cmd
+	done    chan error
+	metrics string // its /metrics URL
 }
 
 func (b *bench) startRelay(args ...string) (*relayProcess, error) {
@@ -28,8 +32,12 @@ func (b *bench) startRelay(args ...string) (*relayProcess, error) {
 	// last status row being durable. One thread for Go code: every process
 	// shares the machine's cores. Metrics are served on a free port: the
 	// collectors run as in production.
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	args = append(append([]string{"run", "--log-level", "warn", "--log-format", "console", "--status-interval", "100ms",
-		"--max-procs", "1", "--metrics-addr", "127.0.0.1:0"}, args...), b.o.relayArgs...)
+		"--max-procs", "1", "--metrics-addr", addr}, args...), b.o.relayArgs...)
 	cmd := exec.Command(b.o.relayBin, args...)
 	cmd.Env = append(append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers), b.o.relayEnv...)
 	cmd.Stderr = os.Stderr
@@ -39,9 +47,48 @@ func (b *bench) startRelay(args ...string) (*relayProcess, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	r := &relayProcess{cmd: cmd, done: make(chan error, 1)}
+	r := &relayProcess{cmd: cmd, done: make(chan error, 1), metrics: "http://" + addr + "/metrics"}
 	go func() { r.done <- cmd.Wait() }()
 	return r, nil
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// gauge reads an unlabelled gauge from the relay's /metrics (ok false
+// while it does not answer or has no such line).
+func (r *relayProcess) gauge(name string) (v float64, ok bool) {
+	resp, err := http.Get(r.metrics) //nolint:noctx // loopback, a short-lived relay
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == name {
+			v, err := strconv.ParseFloat(f[1], 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// untilSwept waits until the relay's first gap sweep after its start has
+// walked --gap-lookback (outbox_relay_gap_sweep_behind_seconds under a
+// minute), and returns how long that took from since.
+func (r *relayProcess) untilSwept(ctx context.Context, since time.Time) (time.Duration, error) {
+	err := waitFor(ctx, 15*time.Minute, "the relay's first gap sweep", func() (bool, error) {
+		v, ok := r.gauge("outbox_relay_gap_sweep_behind_seconds")
+		return ok && v < 60, nil
+	})
+	return time.Since(since), err
 }
 
 func (r *relayProcess) pid() int { return r.cmd.Process.Pid }
