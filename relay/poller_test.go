@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -271,4 +273,23 @@ func TestPoller_InPollModeTheSweepQueuesAKeyBehindItsQueuedRows(t *testing.T) {
 		b.writeKey(t, id, 2, 50, 10)
 		b.checkInOrder(t, 51)
 	})
+}
+
+// Before its poller's first sweep a relay's outbox_relay_gap_sweep_behind_seconds
+// is its whole --gap-lookback, not 0: 0 reads as caught up, and a scrape (or
+// a wait for the first sweep) can come before the poller starts.
+func TestPoller_GapSweepBehindIsTheLookbackUntilTheFirstSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config(t)
+	cfg.Metrics = metrics.New("test")
+	cfg.Poll.GapLookback = 3 * time.Hour
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := testutil.ToFloat64(cfg.Metrics.GapSweepBehind); got != 3*3600 {
+		t.Fatalf("gap_sweep_behind_seconds before Run: %v, want 10800 (the lookback)", got)
+	}
 }

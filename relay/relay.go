@@ -346,6 +346,9 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	// Not 0 (caught up) before the poller's first sweep: a scrape or a
+	// wait for it could come first.
+	cfg.Metrics.GapSweepBehind.Set(cfg.Poll.GapLookback.Seconds())
 	st, err := store.Open(cfg.DatabaseURL, cfg.ReplicationTimeout)
 	if err != nil {
 		return nil, err
