@@ -337,6 +337,9 @@ type Relay struct {
 	// statusTime is the status statements' moving time, which paces
 	// retention.
 	statusTime statusLatency
+	// streamDelay is how late streamed events reach Kafka, which paces
+	// retention too.
+	streamDelay streamDelay
 }
 
 // New checks cfg and opens the store's connection pools; it does not
@@ -449,7 +452,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	if r.cfg.Retention > 0 {
 		ret := &retainer{dbURL: r.cfg.DatabaseURL, timeout: r.cfg.StatementTimeout, tcpTimeout: r.cfg.ReplicationTimeout, store: r.store, age: r.cfg.Retention, log: r.log,
 			deleted: func(n int64) { r.metrics.RetentionDeleted.Add(float64(n)) },
-			slot:    slot, maxLag: r.cfg.Poll.GapMaxSlotLag, status: &r.statusTime}
+			slot:    slot, maxLag: r.cfg.Poll.GapMaxSlotLag, status: &r.statusTime, delay: &r.streamDelay}
 		wg.Go(func() { ret.run(pollCtx) })
 	}
 	if r.cfg.Mode == ModePoll {

@@ -32,7 +32,9 @@ import (
 // batch, while the slot is more than the gap sweep's GapMaxSlotLag behind
 // the server's WAL, or the status statements' recent time is more than
 // retentionSlower times their baseline (and above retentionLatencyFloor,
-// below which a ratio is noise), it deletes nothing and waits, from
+// below which a ratio is noise), or streamed events reach Kafka later than
+// they did at best over the last minutes (streamDelay) by more than that
+// best and more than retentionDelayRise, it deletes nothing and waits, from
 // retentionPause doubling up to retentionBackoffCap, then resumes at its
 // slowest pace once neither holds.
 const (
@@ -46,6 +48,7 @@ const (
 	retentionSlower       = 3
 	retentionLatencyFloor = 5 * time.Millisecond
 	retentionBackoffCap   = 30 * time.Second
+	retentionDelayRise    = 10 * time.Millisecond
 )
 
 // retentionPace is the pause between a walk's batches: yield times the
@@ -85,6 +88,8 @@ type retainer struct {
 	slot   string
 	maxLag int64
 	status *statusLatency
+	// delay: how late streamed events reach Kafka (nil: not read).
+	delay *streamDelay
 
 	// Tests shrink these; zero: retentionBatch, and outage.Sleep.
 	batch int
@@ -225,6 +230,11 @@ func (r *retainer) strain(ctx context.Context) (string, []zap.Field) {
 	if r.status != nil {
 		if recent, base := r.status.read(); recent > retentionLatencyFloor && recent > retentionSlower*base {
 			return "the status statements are slower", []zap.Field{zap.Duration("recent", recent), zap.Duration("baseline", base)}
+		}
+	}
+	if r.delay != nil {
+		if rise, recent, floor := r.delay.rise(time.Now()); rise > max(retentionDelayRise, floor) {
+			return "streamed events reach Kafka later", []zap.Field{zap.Duration("recent", recent), zap.Duration("floor", floor)}
 		}
 	}
 	return "", nil

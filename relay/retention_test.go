@@ -172,3 +172,44 @@ func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 		}
 	}
 }
+
+// TestRetention_BacksOffWhileStreamedEventsReachKafkaLater walks 30 old
+// SENT events, 10 a batch, while the stream's events, 2 ms from commit to
+// Kafka for minutes, have just taken 80 ms: it deletes nothing and its waits
+// double; once they are back at 2 ms it deletes them all.
+func TestRetention_BacksOffWhileStreamedEventsReachKafkaLater(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '10 days' + i * interval '1 second' FROM generate_series(1, 30) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	delay := &streamDelay{}
+	now := time.Now()
+	feed(delay, now.Add(-4*time.Minute), now.Add(-3*time.Second), 2*time.Millisecond)
+	feed(delay, now.Add(-2900*time.Millisecond), now, 80*time.Millisecond)
+
+	var deleted int64
+	var waits []time.Duration
+	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
+		deleted: func(n int64) { deleted += n }, batch: 10, delay: delay,
+		sleep: func(ctx context.Context, d time.Duration) bool {
+			if len(waits) < 3 && deleted > 0 {
+				t.Errorf("deleted %d while streamed events took 80 ms against 2 ms", deleted)
+			}
+			if waits = append(waits, d); len(waits) == 3 {
+				at := time.Now()
+				feed(delay, at, at.Add(5*time.Second), 2*time.Millisecond) // the stream is at ease again
+			}
+			return ctx.Err() == nil
+		}}
+	total := r.walk(ctx, false, time.Now().Add(-r.age))
+	if want := []time.Duration{retentionPause, 2 * retentionPause, 4 * retentionPause}; len(waits) < 3 || fmt.Sprint(waits[:3]) != fmt.Sprint(want) {
+		t.Errorf("waits: %v, want %v first: nothing deleted, each wait doubled", waits, want)
+	}
+	if total != 30 {
+		t.Errorf("walk deleted %d, want all 30 once the stream was at ease", total)
+	}
+}

@@ -480,6 +480,7 @@ func (s *session) write() error {
 		}
 		rows.Reset()
 		var firstAck time.Time
+		var slowest time.Duration // the group's largest commit-to-ack
 		for _, b := range group {
 			first := b.firstSeq()
 			for i := range b.events {
@@ -498,13 +499,18 @@ func (s *session) write() error {
 						s.queue.hold(e, first+uint64(i)) // waits for a retry or failed
 					}
 					if at := e.Outcome.At; !at.IsZero() {
-						s.r.metrics.CommitToAck.Observe(at.Sub(e.commitTime).Seconds())
+						took := at.Sub(e.commitTime)
+						s.r.metrics.CommitToAck.Observe(took.Seconds())
+						slowest = max(slowest, took)
 						if firstAck.IsZero() || at.Before(firstAck) {
 							firstAck = at
 						}
 					}
 				}
 			}
+		}
+		if !firstAck.IsZero() {
+			s.r.streamDelay.observe(time.Now(), slowest)
 		}
 		if err := s.writeOutcomes(rows, policy); err != nil {
 			return s.gaveUp(err)
