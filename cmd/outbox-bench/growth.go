@@ -27,9 +27,11 @@ type Growth struct {
 	DeliveriesIndexesMiB float64 `json:"deliveries_indexes_mib"`
 	EventsMiB            float64 `json:"events_total_mib"`
 	EventsIndexesMiB     float64 `json:"events_indexes_mib"`
-	// The relay's drain of --events new events, and its peak RSS.
-	DrainPerS   float64 `json:"drain_events_per_s"`
-	DrainRSSMiB float64 `json:"drain_relay_peak_rss_mib"`
+	// The relay's drain of --events new events, growthStreamRuns times:
+	// the median rate, each run's, and the relay's peak RSS.
+	DrainPerS   float64   `json:"drain_events_per_s"`
+	DrainRuns   []float64 `json:"drain_events_per_s_runs"`
+	DrainRSSMiB float64   `json:"drain_relay_peak_rss_mib"`
 	// The stream at 1,000 events/s (no retention to do), growthStreamRuns
 	// runs: the median run's p50 and p99 (each run's p99 in StreamP99Runs),
 	// and the relay's peak RSS over them.
@@ -81,8 +83,9 @@ const (
 	growthFillBatch = 1000000
 	growthClaims    = 10  // claims timed per size
 	growthClaimRows = 200 // rows per claim
-	// Runs of the stream at 1,000/s, with and without retention, per size:
-	// its p99 moves by several times between runs on a shared machine.
+	// Runs of the drain and of the stream at 1,000/s, with and without
+	// retention, per size: a drain's rate moves by a fifth and the stream's
+	// p99 by several times between runs on a shared machine.
 	growthStreamRuns = 3
 	// The relay's sweep at the default --poll-batch-size: windows of 50
 	// batches of 2,000 (relay.sweepWindowBatches).
@@ -138,15 +141,20 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 	fmt.Fprintf(os.Stderr, "growth: %d rows in %.0f s; deliveries %.0f MiB (indexes %.0f), events %.0f MiB (indexes %.0f)\n",
 		n, g.FillSeconds, g.DeliveriesMiB, g.DeliveriesIndexesMiB, g.EventsMiB, g.EventsIndexesMiB)
 
-	end, err := b.backlog(ctx, b.o.events, "bench_relay")
-	if err != nil {
-		return g, err
+	var drains []Result
+	for range growthStreamRuns {
+		end, err := b.backlog(ctx, b.o.events, "bench_relay")
+		if err != nil {
+			return g, err
+		}
+		drain, err := b.relayDrain(ctx, b.o.events, end, 0)
+		if err != nil {
+			return g, err
+		}
+		drains = append(drains, drain)
 	}
-	drain, err := b.relayDrain(ctx, b.o.events, end, 0)
-	if err != nil {
-		return g, err
-	}
-	g.DrainPerS, g.DrainRSSMiB = drain.EventsPerS, drain.RSSMiB
+	drain := median(drains)
+	g.DrainPerS, g.DrainRuns, g.DrainRSSMiB = drain.EventsPerS, drain.RunsPerS, drain.RSSMiB
 
 	during, _, err := b.streamAt1000(ctx, false)
 	if err != nil {
@@ -431,7 +439,7 @@ func (b *bench) printGrowth() {
 			max(g.DrainRSSMiB, g.StreamRSSMiB), g.RetentionPerS, retP99, g.OverviewMs, g.FailedMs,
 			perRow(g.DeliveriesMiB), perRow(g.EventsMiB))
 	}
-	fmt.Println("del/ev MiB: outbox.deliveries/outbox.events with indexes and TOAST. drain/s: the relay's drain of --events new events. " +
+	fmt.Println("del/ev MiB: outbox.deliveries/outbox.events with indexes and TOAST. drain/s: the relay's drain of --events new events (median of 3). " +
 		"p50/p99: the stream at 1,000/s once the relay's first gap sweep has caught up (median of 3 runs). " +
 		"sweep s: that first sweep, at the relay's pace, from its start. p99 in it: the stream's p99 in a run started with the relay. " +
 		"claim: a poll-only claim of 200 due rows (median). sweep/max: the gap sweep of 24 h unpaced, in windows of 100,000 events, and its longest window. " +
