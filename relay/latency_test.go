@@ -13,28 +13,42 @@ func feed(s *streamDelay, from, to time.Time, d time.Duration) {
 }
 
 // TestStreamDelay_RisesAboveItsFloorWhenEventsComeLaterAndNotWhenIdle
-// follows a stream whose groups reach Kafka 2 ms after their commit for
-// four minutes, then 80 ms for three seconds: the recent delay rises about
-// 78 ms above the floor. Back at 2 ms for five seconds, the rise is gone;
-// six seconds with no event at all (an idle stream) reads as no rise,
-// whatever the last delay was.
+// follows a stream whose status groups, ten a second, reach Kafka 2 ms after
+// their commit: no rise. Then for three seconds one group a second takes 80
+// ms, the rest 2 ms (the tail moves, an average would hardly): the rise is
+// about 78 ms. Two seconds back at 2 ms and it is gone; six seconds with no
+// event at all (an idle stream) reads as no rise whatever the last delay
+// was, as do the first seconds of a relay, with no floor yet.
 func TestStreamDelay_RisesAboveItsFloorWhenEventsComeLaterAndNotWhenIdle(t *testing.T) {
 	var s streamDelay
-	t0 := time.Now()
-	feed(&s, t0, t0.Add(4*time.Minute), 2*time.Millisecond)
+	t0 := time.Now().Truncate(time.Second)
+	feed(&s, t0, t0.Add(5*time.Second), 80*time.Millisecond)
+	if rise, _, _ := s.rise(t0.Add(5 * time.Second)); rise != 0 {
+		t.Fatalf("5 s into a stream: rise %s, want 0 (no floor yet)", rise)
+	}
+	feed(&s, t0.Add(5*time.Second+100*time.Millisecond), t0.Add(4*time.Minute), 2*time.Millisecond)
 	if rise, _, _ := s.rise(t0.Add(4 * time.Minute)); rise > time.Millisecond {
 		t.Fatalf("rise over a steady 2 ms: %s, want about 0", rise)
 	}
-	slow := t0.Add(4*time.Minute + 3*time.Second)
-	feed(&s, t0.Add(4*time.Minute+100*time.Millisecond), slow, 80*time.Millisecond)
-	rise, recent, floor := s.rise(slow)
-	if rise < 70*time.Millisecond || floor > 3*time.Millisecond {
-		t.Fatalf("after 3 s at 80 ms: rise %s (recent %s, floor %s), want over 70 ms above a floor of about 2 ms", rise, recent, floor)
+	at := t0.Add(4 * time.Minute)
+	for sec := range 3 {
+		for i := 1; i <= 10; i++ {
+			d := 2 * time.Millisecond
+			if i == 5 {
+				d = 80 * time.Millisecond
+			}
+			at = t0.Add(4*time.Minute + time.Duration(sec)*time.Second + time.Duration(i)*100*time.Millisecond)
+			s.observe(at, d)
+		}
 	}
-	back := slow.Add(5 * time.Second)
-	feed(&s, slow.Add(100*time.Millisecond), back, 2*time.Millisecond)
-	if rise, recent, _ := s.rise(back); rise > 5*time.Millisecond {
-		t.Fatalf("5 s back at 2 ms: rise %s (recent %s), want under 5 ms", rise, recent)
+	rise, recent, floor := s.rise(at)
+	if rise < 75*time.Millisecond || floor > 3*time.Millisecond {
+		t.Fatalf("one group in ten at 80 ms for 3 s: rise %s (recent %s, floor %s), want about 78 ms above a floor of 2 ms", rise, recent, floor)
+	}
+	back := at.Add(2100 * time.Millisecond)
+	feed(&s, at.Add(100*time.Millisecond), back, 2*time.Millisecond)
+	if rise, recent, _ := s.rise(back); rise > time.Millisecond {
+		t.Fatalf("2 s back at 2 ms: rise %s (recent %s), want about 0", rise, recent)
 	}
 	s.observe(back.Add(100*time.Millisecond), 500*time.Millisecond)
 	if rise, _, _ := s.rise(back.Add(6 * time.Second)); rise != 0 {

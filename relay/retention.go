@@ -32,9 +32,10 @@ import (
 // batch, while the slot is more than the gap sweep's GapMaxSlotLag behind
 // the server's WAL, or the status statements' recent time is more than
 // retentionSlower times their baseline (and above retentionLatencyFloor,
-// below which a ratio is noise), or streamed events reach Kafka later than
-// they did at best over the last minutes (streamDelay) by more than that
-// best and more than retentionDelayRise, it deletes nothing and waits, from
+// below which a ratio is noise), or the slowest streamed events of the last
+// second reach Kafka later than the floor of the last minutes (streamDelay)
+// by more than that floor and more than retentionDelayRise, it deletes
+// nothing and waits, from
 // retentionPause doubling up to retentionBackoffCap, then resumes at its
 // slowest pace once neither holds.
 const (
@@ -48,7 +49,7 @@ const (
 	retentionSlower       = 3
 	retentionLatencyFloor = 5 * time.Millisecond
 	retentionBackoffCap   = 30 * time.Second
-	retentionDelayRise    = 10 * time.Millisecond
+	retentionDelayRise    = 20 * time.Millisecond
 )
 
 // retentionPace is the pause between a walk's batches: yield times the
