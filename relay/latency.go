@@ -102,6 +102,20 @@ func (s *streamDelay) observe(at time.Time, d time.Duration) {
 	s.second, s.slowest, s.last = sec, d, at
 }
 
+// delayRise: the tail's rise over its floor that is strain, beyond the
+// floor itself.
+const delayRise = 20 * time.Millisecond
+
+// strained reports whether the tail is later than its floor by more than
+// the floor and delayRise at now (false on a nil s), with both.
+func (s *streamDelay) strained(now time.Time) (bool, time.Duration, time.Duration) {
+	if s == nil {
+		return false, 0, 0
+	}
+	rise, recent, floor := s.rise(now)
+	return rise > max(delayRise, floor), recent, floor
+}
+
 // rise returns how far the tail of the last second or two is above its
 // floor at now (0 while the stream is idle or the history is short).
 func (s *streamDelay) rise(now time.Time) (rise, recent, floor time.Duration) {

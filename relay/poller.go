@@ -117,6 +117,7 @@ type pollerDeps struct {
 	settle  *settler
 	metrics *metrics.Metrics
 	status  *statusLatency // the status statements' time (nil: not measured)
+	delay   *streamDelay   // how late streamed events reach Kafka (nil: not followed)
 	pgDown  *outage.Log    // PostgreSQL as the poller sees it
 	log     *zap.Logger
 	now     func() time.Time // nil: time.Now
@@ -267,6 +268,10 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 		if p.now().Before(p.sweepNext) {
 			return 0, nil // pacing a walk of many windows
 		}
+		if late, _, _ := p.delay.strained(p.now()); late {
+			p.sweepNext = p.now().Add(p.cfg.Interval) // the stream first: it is behind its usual
+			return 0, nil
+		}
 		start := p.now()
 		found, inserted, err = p.sweepRange(ctx, &p.cursor, upper)
 		if found == p.cfg.BatchSize && inserted < found { // a full window with few gaps: more to walk, at a pace
@@ -362,8 +367,10 @@ func minTime(a, b time.Time) time.Time {
 //
 // The stream's sweep is a safety net, not its delivery path: after a full
 // window it waits sweepYield times the window's time (and at least
-// --poll-interval) before the next, as retention does, so that walking a
-// day of events after a start does not take the cores from the stream.
+// --poll-interval) before the next, and while the stream's slowest events
+// reach Kafka later than usual (streamDelay) it waits, as retention does,
+// so that walking a day of events after a start does not take the cores
+// from the stream.
 const (
 	sweepWindowBatches = 50
 	sweepYield         = 4

@@ -420,7 +420,7 @@ func (r *Relay) Run(ctx context.Context) (err error) {
 	// The poller stops with the stream: a setup error ends the process
 	// whatever the poller is doing.
 	pollCtx, stopPolling := context.WithCancel(ctx)
-	deps := pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics, status: &r.statusTime,
+	deps := pollerDeps{store: r.store, pub: pub, settle: r.settle, metrics: r.metrics, status: &r.statusTime, delay: &r.streamDelay,
 		pgDown: r.pollerDown, log: r.pollerLog, now: r.cfg.Now,
 		turned: func() { r.pollerTurn.Store(time.Now().UnixNano()) }, hold: r.hold(), wake: r.wake,
 		ce: r.ce, tables: r.cfg.Tables}

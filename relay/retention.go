@@ -34,7 +34,7 @@ import (
 // retentionSlower times their baseline (and above retentionLatencyFloor,
 // below which a ratio is noise), or the slowest streamed events of the last
 // second reach Kafka later than the floor of the last minutes (streamDelay)
-// by more than that floor and more than retentionDelayRise, it deletes
+// by more than that floor and more than delayRise, it deletes
 // nothing and waits, from
 // retentionPause doubling up to retentionBackoffCap, then resumes at its
 // slowest pace once neither holds.
@@ -49,7 +49,6 @@ const (
 	retentionSlower       = 3
 	retentionLatencyFloor = 5 * time.Millisecond
 	retentionBackoffCap   = 30 * time.Second
-	retentionDelayRise    = 20 * time.Millisecond
 )
 
 // retentionPace is the pause between a walk's batches: yield times the
@@ -233,10 +232,8 @@ func (r *retainer) strain(ctx context.Context) (string, []zap.Field) {
 			return "the status statements are slower", []zap.Field{zap.Duration("recent", recent), zap.Duration("baseline", base)}
 		}
 	}
-	if r.delay != nil {
-		if rise, recent, floor := r.delay.rise(time.Now()); rise > max(retentionDelayRise, floor) {
-			return "streamed events reach Kafka later", []zap.Field{zap.Duration("recent", recent), zap.Duration("floor", floor)}
-		}
+	if late, recent, floor := r.delay.strained(time.Now()); late {
+		return "streamed events reach Kafka later", []zap.Field{zap.Duration("recent", recent), zap.Duration("floor", floor)}
 	}
 	return "", nil
 }

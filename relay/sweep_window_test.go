@@ -137,3 +137,42 @@ func TestGapSweep_TheStreamsSweepWaitsBetweenWindows(t *testing.T) {
 		t.Errorf("gap_sweep_behind_seconds once caught up: %.0f, want under a minute", behind)
 	}
 }
+
+// TestGapSweep_TheStreamsSweepWaitsWhileStreamedEventsAreLate: while the
+// stream's slowest events of the last second reach Kafka 80 ms after their
+// commit against a floor of 2 ms, the sweep walks nothing (the stream
+// first); once they are back at 2 ms, it walks its window.
+func TestGapSweep_TheStreamsSweepWaitsWhileStreamedEventsAreLate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '1 hour' + i * interval '1 second' FROM generate_series(1, 1000) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`); err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Now()
+	delay := &streamDelay{}
+	feed(delay, clock.Add(-4*time.Minute), clock.Add(-3*time.Second), 2*time.Millisecond)
+	feed(delay, clock.Add(-2900*time.Millisecond), clock, 80*time.Millisecond)
+	cfg := PollerConfig{BatchSize: 10, Interval: 200 * time.Millisecond}.withDefaults()
+	p := newPoller(cfg, "a_slot", pollerDeps{store: store.New(pool), metrics: metrics.New("test"), delay: delay,
+		now: func() time.Time { return clock },
+		settle: &settler{def: retry.Policy{}.WithDefaults(), log: zaptest.NewLogger(t)}, log: zaptest.NewLogger(t)})
+
+	before := p.cursor
+	if _, err := p.sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !p.cursor.Equal(before) {
+		t.Fatalf("while streamed events were 78 ms later than their floor the sweep moved its cursor from %s to %s", before, p.cursor)
+	}
+	feed(delay, clock.Add(100*time.Millisecond), clock.Add(3*time.Second), 2*time.Millisecond)
+	clock = clock.Add(3 * time.Second)
+	if _, err := p.sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !p.cursor.After(before) {
+		t.Fatalf("with the stream at ease again the sweep did not walk (cursor %s)", p.cursor)
+	}
+}
