@@ -145,12 +145,7 @@ func TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp(t *test
 func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, pool := pgtest.Migrated(t)
-	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
-		SELECT 'orders', '{}', now() - interval '10 days' + i * interval '1 second' FROM generate_series(1, 300) i RETURNING id)
-		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`); err != nil {
-		t.Fatal(err)
-	}
+	pool := withSentEvents(t, 300, "10 days")
 	var pauses []time.Duration
 	var deleted int64
 	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
@@ -180,12 +175,7 @@ func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 func TestRetention_BacksOffWhileStreamedEventsReachKafkaLater(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, pool := pgtest.Migrated(t)
-	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
-		SELECT 'orders', '{}', now() - interval '10 days' + i * interval '1 second' FROM generate_series(1, 30) i RETURNING id)
-		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`); err != nil {
-		t.Fatal(err)
-	}
+	pool := withSentEvents(t, 30, "10 days")
 	delay := &streamDelay{}
 	now := time.Now()
 	feed(delay, now.Add(-4*time.Minute), now.Add(-3*time.Second), 2*time.Millisecond)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
@@ -13,6 +14,27 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/store"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
+
+// withSentEvents returns a migrated database holding n SENT events, one a
+// second from ago (an interval) on.
+func withSentEvents(t *testing.T, n int, ago string) *pgxpool.Pool {
+	t.Helper()
+	_, pool := pgtest.Migrated(t)
+	if _, err := pool.Exec(context.Background(), `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - $2::interval + i * interval '1 second' FROM generate_series(1, $1::int) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`, n, ago); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// sweeper is the stream mode's poller over pool with batches of 10
+// (windows of 500 events), reading the clock now.
+func sweeper(t *testing.T, pool *pgxpool.Pool, m *metrics.Metrics, delay *streamDelay, now func() time.Time) (*poller, PollerConfig) {
+	cfg := PollerConfig{BatchSize: 10, Interval: 200 * time.Millisecond}.withDefaults()
+	return newPoller(cfg, "a_slot", pollerDeps{store: store.New(pool), metrics: m, delay: delay, now: now,
+		settle: &settler{def: retry.Policy{}.WithDefaults(), log: zaptest.NewLogger(t)}, log: zaptest.NewLogger(t)}), cfg
+}
 
 // TestGapSweep_TheFirstSweepWalksTheLookbackInBoundedWindows runs the
 // stream mode's gap sweep over 2,001 events of the last hour, every one
@@ -25,22 +47,12 @@ import (
 func TestGapSweep_TheFirstSweepWalksTheLookbackInBoundedWindows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, pool := pgtest.Migrated(t)
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
+	pool := withSentEvents(t, 2000, "1 hour")
+	if _, err := pool.Exec(ctx, `INSERT INTO outbox.events (id, topic, payload, created_at)
+		VALUES ('00000000-0000-0000-0000-00000000aaaa', 'orders', '{}', now() - interval '1 minute')`); err != nil {
+		t.Fatal(err)
 	}
-	exec(`WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
-		SELECT 'orders', '{}', now() - interval '1 hour' + i * interval '1 second' FROM generate_series(1, 2000) i RETURNING id)
-		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
-	exec(`INSERT INTO outbox.events (id, topic, payload, created_at)
-		VALUES ('00000000-0000-0000-0000-00000000aaaa', 'orders', '{}', now() - interval '1 minute')`)
-
-	cfg := PollerConfig{BatchSize: 10}.withDefaults()
-	p := newPoller(cfg, "a_slot", pollerDeps{store: store.New(pool), metrics: metrics.New("test"),
-		settle: &settler{def: retry.Policy{}.WithDefaults(), log: zaptest.NewLogger(t)}, log: zaptest.NewLogger(t)})
+	p, cfg := sweeper(t, pool, metrics.New("test"), nil, nil)
 	cursor := time.Now().Add(-2 * time.Hour)
 	upper := time.Now()
 	window := sweepWindowBatches * cfg.BatchSize
@@ -85,17 +97,10 @@ func TestGapSweep_TheFirstSweepWalksTheLookbackInBoundedWindows(t *testing.T) {
 func TestGapSweep_TheStreamsSweepWaitsBetweenWindows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, pool := pgtest.Migrated(t)
-	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
-		SELECT 'orders', '{}', now() - interval '1 hour' + i * interval '1 second' FROM generate_series(1, 2000) i RETURNING id)
-		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`); err != nil {
-		t.Fatal(err)
-	}
+	pool := withSentEvents(t, 2000, "1 hour")
 	clock := time.Now()
 	m := metrics.New("test")
-	cfg := PollerConfig{BatchSize: 10, Interval: 200 * time.Millisecond}.withDefaults()
-	p := newPoller(cfg, "a_slot", pollerDeps{store: store.New(pool), metrics: m, now: func() time.Time { return clock },
-		settle: &settler{def: retry.Policy{}.WithDefaults(), log: zaptest.NewLogger(t)}, log: zaptest.NewLogger(t)})
+	p, _ := sweeper(t, pool, m, nil, func() time.Time { return clock })
 	round := func() (found int) {
 		t.Helper()
 		found, err := p.sweep(ctx)
@@ -145,20 +150,12 @@ func TestGapSweep_TheStreamsSweepWaitsBetweenWindows(t *testing.T) {
 func TestGapSweep_TheStreamsSweepWaitsWhileStreamedEventsAreLate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, pool := pgtest.Migrated(t)
-	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
-		SELECT 'orders', '{}', now() - interval '1 hour' + i * interval '1 second' FROM generate_series(1, 1000) i RETURNING id)
-		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`); err != nil {
-		t.Fatal(err)
-	}
+	pool := withSentEvents(t, 1000, "1 hour")
 	clock := time.Now()
 	delay := &streamDelay{}
 	feed(delay, clock.Add(-4*time.Minute), clock.Add(-3*time.Second), 2*time.Millisecond)
 	feed(delay, clock.Add(-2900*time.Millisecond), clock, 80*time.Millisecond)
-	cfg := PollerConfig{BatchSize: 10, Interval: 200 * time.Millisecond}.withDefaults()
-	p := newPoller(cfg, "a_slot", pollerDeps{store: store.New(pool), metrics: metrics.New("test"), delay: delay,
-		now: func() time.Time { return clock },
-		settle: &settler{def: retry.Policy{}.WithDefaults(), log: zaptest.NewLogger(t)}, log: zaptest.NewLogger(t)})
+	p, _ := sweeper(t, pool, metrics.New("test"), delay, func() time.Time { return clock })
 
 	before := p.cursor
 	if _, err := p.sweep(ctx); err != nil {
