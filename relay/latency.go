@@ -48,30 +48,58 @@ func (l *statusLatency) read() (recent, baseline time.Duration) {
 // streamDelay follows how late streamed events reach Kafka, by their tail:
 // each second's slowest commit-to-ack (of the status groups seen in it),
 // against a floor, the lower quartile of those maxima over the last
-// delayFloorSpan. Written by the stream, read by the retainer. Compared by
-// difference, not ratio: the relay's and the server's clocks may differ by
-// a constant, which both carry. A moving average of the groups' maxima
-// missed what retention does (run 8 of the growth phase: p99 30 ms against
-// 6 ms while it deleted, and no back-off): a few slow events a second move
-// the p99, not an average.
+// delayFloorSeconds quiet seconds: seconds in which no background work
+// (retention's deletes, the stream's gap sweep) ran or had just ended, so
+// that what the work does never becomes the measure it is held to.
+// Written by the stream, read (and told of work) by the retainer and the
+// poller. Compared by difference, not ratio: the relay's and the server's
+// clocks may differ by a constant, which both carry. A moving average of
+// the groups' maxima missed what retention does (run 8 of the growth phase:
+// p99 30 ms against 6 ms while it deleted, and no back-off), and a floor
+// that counted the seconds retention was deleting in (run 9) was raised by
+// it from the relay's start.
 type streamDelay struct {
-	mu      sync.Mutex
-	last    time.Time       // the latest observation
-	second  time.Time       // the second being filled
-	slowest time.Duration   // its slowest so far
-	prev    time.Duration   // the slowest of the second before, if it was the one just before
-	maxima  []time.Duration // of the seconds before, oldest first, at most delayFloorSpan of them
+	mu        sync.Mutex
+	last      time.Time       // the latest observation
+	second    time.Time       // the second being filled
+	slowest   time.Duration   // its slowest so far
+	disturbed bool            // work ran in it
+	prev      time.Duration   // the slowest of the second before, if it was the one just before
+	maxima    []time.Duration // of quiet seconds, oldest first, at most delayFloorSeconds
+	working   int             // background work running now
+	settled   time.Time       // the end of the latest work, plus delaySettle
 }
 
 const (
-	delayFloorSpan = 5 * time.Minute
-	// delayFloorMin: fewer seconds of history than this and there is no
-	// floor to compare with yet.
+	delayFloorSeconds = 300
+	// delayFloorMin: fewer quiet seconds than this and there is no floor
+	// to compare with yet.
 	delayFloorMin = 10
 	// delayIdle: with no streamed event for this long, the stream is idle
 	// and shows no strain, whatever its last delay was.
 	delayIdle = 5 * time.Second
+	// delaySettle: what work did shows on the stream for this long after
+	// it ends (the walsender decodes its WAL first).
+	delaySettle = time.Second
 )
+
+// work marks background work running from now until the returned function
+// is called; on a nil s it does nothing.
+func (s *streamDelay) work() (done func()) {
+	if s == nil {
+		return func() {}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.working++
+	s.disturbed = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.working--
+		s.settled = time.Now().Add(delaySettle)
+	}
+}
 
 // observe adds a group's largest commit-to-ack time d, seen at at; on a nil
 // s it does nothing.
@@ -82,24 +110,27 @@ func (s *streamDelay) observe(at time.Time, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sec := at.Truncate(time.Second)
+	busy := s.working > 0 || at.Before(s.settled)
 	switch {
 	case s.second.IsZero():
 	case sec.After(s.second):
-		s.maxima = append(s.maxima, s.slowest)
-		if n := len(s.maxima) - int(delayFloorSpan/time.Second); n > 0 {
-			s.maxima = s.maxima[n:]
+		if !s.disturbed {
+			s.maxima = append(s.maxima, s.slowest)
+			if n := len(s.maxima) - delayFloorSeconds; n > 0 {
+				s.maxima = s.maxima[n:]
+			}
 		}
 		s.prev = 0
 		if sec.Sub(s.second) == time.Second {
 			s.prev = s.slowest
 		}
-		s.slowest = 0
 	default:
 		s.slowest = max(s.slowest, d)
+		s.disturbed = s.disturbed || busy
 		s.last = at
 		return
 	}
-	s.second, s.slowest, s.last = sec, d, at
+	s.second, s.slowest, s.disturbed, s.last = sec, d, busy, at
 }
 
 // delayRise: the tail's rise over its floor that is strain, beyond the
@@ -116,8 +147,20 @@ func (s *streamDelay) strained(now time.Time) (bool, time.Duration, time.Duratio
 	return rise > max(delayRise, floor), recent, floor
 }
 
+// known reports whether work may start now as far as the stream's delay
+// can tell: the stream is idle (or not followed: nil), or it has a floor.
+// Without one, work would run unwatched, and its own seconds never make one.
+func (s *streamDelay) known(now time.Time) bool {
+	if s == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last.IsZero() || now.Sub(s.last) > delayIdle || len(s.maxima) >= delayFloorMin
+}
+
 // rise returns how far the tail of the last second or two is above its
-// floor at now (0 while the stream is idle or the history is short).
+// floor at now (0 while the stream is idle or there is no floor yet).
 func (s *streamDelay) rise(now time.Time) (rise, recent, floor time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

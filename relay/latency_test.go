@@ -57,3 +57,36 @@ func TestStreamDelay_RisesAboveItsFloorWhenEventsComeLaterAndNotWhenIdle(t *test
 	var none *streamDelay
 	none.observe(time.Now(), time.Second) // poll mode: nothing to follow
 }
+
+// TestStreamDelay_WorkNeverRaisesTheFloor: 20 quiet seconds at 2 ms, then
+// four minutes at 80 ms while background work runs (retention deleting from
+// a relay's start): the floor stays at 2 ms, so the rise shows, where a
+// floor of every second would have become 80 ms and shown none. Before 10
+// quiet seconds there is no floor, and the usual delay is not known (work
+// waits for it) unless the stream is idle.
+func TestStreamDelay_WorkNeverRaisesTheFloor(t *testing.T) {
+	var s streamDelay
+	t0 := time.Now().Add(-5 * time.Minute).Truncate(time.Second)
+	feed(&s, t0, t0.Add(3*time.Second), 2*time.Millisecond)
+	if s.known(t0.Add(3 * time.Second)) {
+		t.Fatal("3 s into a stream: its usual delay is known, want not yet (no floor)")
+	}
+	if !s.known(t0.Add(9 * time.Second)) {
+		t.Fatal("6 s after the stream's last event: not known, want known (idle: nothing to watch)")
+	}
+	feed(&s, t0.Add(3100*time.Millisecond), t0.Add(20*time.Second), 2*time.Millisecond)
+	if !s.known(t0.Add(20 * time.Second)) {
+		t.Fatal("after 20 quiet seconds the usual delay is not known")
+	}
+	done := s.work()
+	end := t0.Add(4*time.Minute + 20*time.Second)
+	feed(&s, t0.Add(20*time.Second+100*time.Millisecond), end, 80*time.Millisecond)
+	done()
+	rise, recent, floor := s.rise(end)
+	if floor > 3*time.Millisecond || rise < 75*time.Millisecond {
+		t.Fatalf("after 4 min at 80 ms while work ran: rise %s (recent %s, floor %s), want the floor still 2 ms", rise, recent, floor)
+	}
+	if late, _, _ := s.strained(end); !late {
+		t.Fatal("not strained at 80 ms against a 2 ms floor")
+	}
+}

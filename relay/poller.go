@@ -268,12 +268,14 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 		if p.now().Before(p.sweepNext) {
 			return 0, nil // pacing a walk of many windows
 		}
-		if late, _, _ := p.delay.strained(p.now()); late {
-			p.sweepNext = p.now().Add(p.cfg.Interval) // the stream first: it is behind its usual
+		if late, _, _ := p.delay.strained(p.now()); late || !p.delay.known(p.now()) {
+			p.sweepNext = p.now().Add(p.cfg.Interval) // the stream first: it is behind its usual, or its usual is not known yet
 			return 0, nil
 		}
 		start := p.now()
+		done := p.delay.work()
 		found, inserted, err = p.sweepRange(ctx, &p.cursor, upper)
+		done()
 		if found == p.cfg.BatchSize && inserted < found { // a full window with few gaps: more to walk, at a pace
 			p.sweepNext = p.now().Add(max(p.cfg.Interval, sweepYield*p.now().Sub(start)))
 			found = 0
@@ -295,7 +297,9 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 	if p.cfg.GapRecheck > p.cfg.GapGrace && !p.now().Before(p.recheckNext) {
 		// Only ground the first pass has walked: anything ahead is its job.
 		start := p.now()
+		done := p.delay.work()
 		walked, late, err := p.sweepRange(ctx, &p.recheck, minTime(recheckUpper, p.cursor))
+		done()
 		if err != nil {
 			return 0, err
 		}

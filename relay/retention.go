@@ -169,7 +169,9 @@ func (r *retainer) walk(ctx context.Context, mapped bool, cutoff time.Time) int6
 			pace = newRetentionPace()
 		}
 		start := time.Now()
+		done := r.delay.work()
 		walked, last, deleted, err := r.store.RetentionStep(ctx, mapped, from, cutoff, batch)
+		done()
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("retention: deleting delivered events failed; trying again at the next pass", zap.Error(err))
@@ -231,6 +233,9 @@ func (r *retainer) strain(ctx context.Context) (string, []zap.Field) {
 		if recent, base := r.status.read(); recent > retentionLatencyFloor && recent > retentionSlower*base {
 			return "the status statements are slower", []zap.Field{zap.Duration("recent", recent), zap.Duration("baseline", base)}
 		}
+	}
+	if !r.delay.known(time.Now()) {
+		return "the stream's usual delay is not known yet", nil
 	}
 	if late, recent, floor := r.delay.strained(time.Now()); late {
 		return "streamed events reach Kafka later", []zap.Field{zap.Duration("recent", recent), zap.Duration("floor", floor)}

@@ -203,3 +203,32 @@ func TestRetention_BacksOffWhileStreamedEventsReachKafkaLater(t *testing.T) {
 		t.Errorf("walk deleted %d, want all 30 once the stream was at ease", total)
 	}
 }
+
+// TestRetention_WaitsUntilTheStreamsUsualDelayIsKnown: a relay just
+// started, its stream busy for 3 s (no floor yet): retention deletes
+// nothing and waits; once the stream has had 10 quiet seconds it deletes.
+func TestRetention_WaitsUntilTheStreamsUsualDelayIsKnown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := withSentEvents(t, 30, "10 days")
+	delay := &streamDelay{}
+	now := time.Now()
+	feed(delay, now.Add(-3*time.Second), now, 2*time.Millisecond)
+	var deleted int64
+	var waits int
+	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
+		deleted: func(n int64) { deleted += n }, batch: 10, delay: delay,
+		sleep: func(ctx context.Context, d time.Duration) bool {
+			if waits++; waits == 2 {
+				if deleted > 0 {
+					t.Errorf("deleted %d before the stream's usual delay was known", deleted)
+				}
+				at := time.Now()
+				feed(delay, at, at.Add(12*time.Second), 2*time.Millisecond)
+			}
+			return ctx.Err() == nil
+		}}
+	if total := r.walk(ctx, false, time.Now().Add(-r.age)); total != 30 || waits < 2 {
+		t.Errorf("walk deleted %d after %d waits, want all 30 after waiting for a floor", total, waits)
+	}
+}
