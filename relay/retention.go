@@ -70,6 +70,10 @@ func (p *retentionPace) after(took time.Duration, last *time.Time, cutoff time.T
 	return max(floor, time.Duration(p.yield*float64(took)))
 }
 
+// retentionUnknown is why retention waits while the stream has too few
+// quiet seconds for a floor (streamDelay.known).
+const retentionUnknown = "the stream's usual delay is not known yet"
+
 // retainer deletes SENT events older than the retention with their delivery
 // rows. One relay at a time does it: the one holding the retention advisory
 // lock on its own connection.
@@ -213,6 +217,9 @@ func (r *retainer) yield(ctx context.Context) (ok, waited bool) {
 			r.log.Info("retention: backing off while "+why, fields...)
 		}
 		wait = min(max(2*wait, retentionPause), retentionBackoffCap)
+		if why == retentionUnknown {
+			wait = time.Second // quiet seconds make a floor within seconds: look every second, no back-off
+		}
 		if !r.wait(ctx, wait) {
 			return false, true
 		}
@@ -235,7 +242,7 @@ func (r *retainer) strain(ctx context.Context) (string, []zap.Field) {
 		}
 	}
 	if !r.delay.known(time.Now()) {
-		return "the stream's usual delay is not known yet", nil
+		return retentionUnknown, nil
 	}
 	if late, recent, floor := r.delay.strained(time.Now()); late {
 		return "streamed events reach Kafka later", []zap.Field{zap.Duration("recent", recent), zap.Duration("floor", floor)}

@@ -206,7 +206,9 @@ func TestRetention_BacksOffWhileStreamedEventsReachKafkaLater(t *testing.T) {
 
 // TestRetention_WaitsUntilTheStreamsUsualDelayIsKnown: a relay just
 // started, its stream busy for 3 s (no floor yet): retention deletes
-// nothing and waits; once the stream has had 10 quiet seconds it deletes.
+// nothing and looks again every second (a doubling back-off waited 12.7 s
+// for a floor 10 s away); once the stream has had 10 quiet seconds it
+// deletes.
 func TestRetention_WaitsUntilTheStreamsUsualDelayIsKnown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -219,6 +221,9 @@ func TestRetention_WaitsUntilTheStreamsUsualDelayIsKnown(t *testing.T) {
 	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
 		deleted: func(n int64) { deleted += n }, batch: 10, delay: delay,
 		sleep: func(ctx context.Context, d time.Duration) bool {
+			if waits < 2 && d != time.Second {
+				t.Errorf("wait %d for the stream's usual delay: %s, want 1s (a look every second, not a back-off that doubles)", waits+1, d)
+			}
 			if waits++; waits == 2 {
 				if deleted > 0 {
 					t.Errorf("deleted %d before the stream's usual delay was known", deleted)
