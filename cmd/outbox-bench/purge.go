@@ -46,6 +46,11 @@ func (b *bench) freshSlot(ctx context.Context, slot string) error {
 	return b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 }
 
+// retentionWarmup is the least warm-up of a stream measured while
+// retention deletes: 10 quiet seconds for the relay to know the stream's
+// usual delay, and a few for retention to start.
+const retentionWarmup = 15 * time.Second
+
 // streamWhileRetaining runs the stream at 1,000 events/s with a relay whose
 // --retention is retention (from its start, it deletes what is older), and
 // returns the stream's result, how many events older than the retention
@@ -81,6 +86,10 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 		return res, 0, 0, err
 	}
 	fmt.Fprintln(os.Stderr, "steady state: stream at 1000 events/s while retention purges")
+	// Retention waits for 10 quiet seconds of the stream to know its usual
+	// delay before it deletes: the measured window starts after them.
+	defer func(w time.Duration) { b.o.warmup = w }(b.o.warmup)
+	b.o.warmup = max(b.o.warmup, retentionWarmup)
 	res, err = b.steady(ctx, 1000, r, r.pid())
 	if stopErr := r.stop(); err == nil {
 		err = stopErr
