@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,6 +15,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-relay/outbox-relay/internal/metrics"
 )
 
 // relayProcess is a running outbox-relay process.
@@ -62,31 +62,14 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// gauge reads an unlabelled gauge from the relay's /metrics (ok false
-// while it does not answer or has no such line).
-func (r *relayProcess) gauge(name string) (v float64, ok bool) {
-	resp, err := http.Get(r.metrics) //nolint:noctx // loopback, a short-lived relay
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == name {
-			v, err := strconv.ParseFloat(f[1], 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
-}
-
 // untilSwept waits until the relay's first gap sweep after its start has
 // walked --gap-lookback (outbox_relay_gap_sweep_behind_seconds under a
 // minute), and returns how long that took from since.
 func (r *relayProcess) untilSwept(ctx context.Context, since time.Time) (time.Duration, error) {
 	err := waitFor(ctx, 15*time.Minute, "the relay's first gap sweep", func() (bool, error) {
-		v, ok := r.gauge("outbox_relay_gap_sweep_behind_seconds")
-		return ok && v < 60, nil
+		gauges, err := metrics.Gauges(ctx, r.metrics)
+		v, ok := gauges["outbox_relay_gap_sweep_behind_seconds"]
+		return err == nil && ok && v < 60, nil // not answering yet: look again
 	})
 	return time.Since(since), err
 }

@@ -41,25 +41,11 @@ const scrapeUserAgent = "outbox-relay-scrape"
 // wrong is in Error.
 func Scrape(ctx context.Context, url string) *RelayState {
 	rs := &RelayState{URL: redact.URL(url)}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	on, values, err := scrapeGauges(ctx, url)
 	if err != nil {
 		rs.Error = redactedError(err)
 		return rs
 	}
-	req.Header.Set("User-Agent", scrapeUserAgent)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		rs.Error = redactedError(err)
-		return rs
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		rs.Error = resp.Status
-		return rs
-	}
-	on, values := gaugesOn(resp.Body)
 	rs.Role, rs.Breaker = on["outbox_relay_role"], on["outbox_relay_kafka_breaker_state"]
 	rs.Silence, rs.Stalled = values["outbox_relay_replication_silence_seconds"], values["outbox_relay_stalled_seconds"]
 	rs.SlotLag = values["outbox_relay_slot_lag_bytes"]
@@ -67,6 +53,35 @@ func Scrape(ctx context.Context, url string) *RelayState {
 		rs.Error = "no outbox_relay_role in the metrics: is this an outbox-relay?"
 	}
 	return rs
+}
+
+// Gauges reads the metrics at url (within 5 s) and returns each gauge's
+// value, the highest of its samples.
+func Gauges(ctx context.Context, url string) (map[string]float64, error) {
+	_, values, err := scrapeGauges(ctx, url)
+	return values, err
+}
+
+// scrapeGauges fetches the metrics at url (within 5 s) and reads their
+// gauges (gaugesOn); an answer other than 200 is an error of its status.
+func scrapeGauges(ctx context.Context, url string) (on map[string]string, values map[string]float64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("User-Agent", scrapeUserAgent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, errors.New(resp.Status)
+	}
+	on, values = gaugesOn(resp.Body)
+	return on, values, nil
 }
 
 // redactedError is err's text with the URL it quotes redacted: net/http
