@@ -147,6 +147,26 @@ func (s *streamDelay) strained(now time.Time) (bool, time.Duration, time.Duratio
 	return rise > max(delayRise, floor), recent, floor
 }
 
+// Why background work waits for the stream (hold).
+const (
+	delayUnknown = "the stream's usual delay is not known yet"
+	delayLate    = "streamed events reach Kafka later"
+)
+
+// hold says why background work (retention, the gap sweep) should wait at
+// now, "" when it need not: delayUnknown while the stream has no floor
+// yet (known), delayLate while it is strained; with the recent tail and
+// the floor.
+func (s *streamDelay) hold(now time.Time) (why string, recent, floor time.Duration) {
+	if !s.known(now) {
+		return delayUnknown, 0, 0
+	}
+	if late, recent, floor := s.strained(now); late {
+		return delayLate, recent, floor
+	}
+	return "", 0, 0
+}
+
 // known reports whether work may start now as far as the stream's delay
 // can tell: the stream is idle (or not followed: nil), or it has a floor.
 // Without one, work would run unwatched, and its own seconds never make one.
@@ -156,7 +176,13 @@ func (s *streamDelay) known(now time.Time) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.last.IsZero() || now.Sub(s.last) > delayIdle || len(s.maxima) >= delayFloorMin
+	return s.idle(now) || len(s.maxima) >= delayFloorMin
+}
+
+// idle reports, with s.mu held, whether no streamed event was seen for
+// delayIdle (or ever).
+func (s *streamDelay) idle(now time.Time) bool {
+	return s.last.IsZero() || now.Sub(s.last) > delayIdle
 }
 
 // rise returns how far the tail of the last second or two is above its
@@ -164,7 +190,7 @@ func (s *streamDelay) known(now time.Time) bool {
 func (s *streamDelay) rise(now time.Time) (rise, recent, floor time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.last.IsZero() || now.Sub(s.last) > delayIdle || len(s.maxima) < delayFloorMin {
+	if s.idle(now) || len(s.maxima) < delayFloorMin {
 		return 0, 0, 0
 	}
 	sorted := slices.Clone(s.maxima)

@@ -268,16 +268,14 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 		if p.now().Before(p.sweepNext) {
 			return 0, nil // pacing a walk of many windows
 		}
-		if late, _, _ := p.delay.strained(p.now()); late || !p.delay.known(p.now()) {
-			p.sweepNext = p.now().Add(p.cfg.Interval) // the stream first: it is behind its usual, or its usual is not known yet
+		if why, _, _ := p.delay.hold(p.now()); why != "" {
+			p.sweepNext = p.now().Add(p.cfg.Interval) // the stream first
 			return 0, nil
 		}
-		start := p.now()
-		done := p.delay.work()
-		found, inserted, err = p.sweepRange(ctx, &p.cursor, upper)
-		done()
+		var pause time.Duration
+		found, inserted, pause, err = p.pacedRange(ctx, &p.cursor, upper)
 		if found == p.cfg.BatchSize && inserted < found { // a full window with few gaps: more to walk, at a pace
-			p.sweepNext = p.now().Add(max(p.cfg.Interval, sweepYield*p.now().Sub(start)))
+			p.sweepNext = p.now().Add(max(p.cfg.Interval, pause))
 			found = 0
 		}
 	}
@@ -296,16 +294,13 @@ func (p *poller) sweep(ctx context.Context) (int, error) {
 	}
 	if p.cfg.GapRecheck > p.cfg.GapGrace && !p.now().Before(p.recheckNext) {
 		// Only ground the first pass has walked: anything ahead is its job.
-		start := p.now()
-		done := p.delay.work()
-		walked, late, err := p.sweepRange(ctx, &p.recheck, minTime(recheckUpper, p.cursor))
-		done()
+		found, late, pause, err := p.pacedRange(ctx, &p.recheck, minTime(recheckUpper, p.cursor))
 		if err != nil {
 			return 0, err
 		}
 		p.recheckNext = p.now().Add(max(p.cfg.Interval, time.Second))
-		if walked == p.cfg.BatchSize { // a full window: paced as the first pass is
-			p.recheckNext = p.recheckNext.Add(sweepYield * p.now().Sub(start))
+		if found == p.cfg.BatchSize { // a full window: paced as the first pass is
+			p.recheckNext = p.recheckNext.Add(pause)
 		}
 		_, mappedLate, err := p.sweepMapped(ctx, p.mappedRecheck,
 			func(i int) time.Time { return minTime(recheckUpper, p.mappedAt[i].CreatedAt) })
@@ -406,6 +401,17 @@ func (p *poller) sweepRange(ctx context.Context, cursor *time.Time, upper time.T
 		found = p.cfg.BatchSize // more to walk now
 	}
 	return found, inserted, nil
+}
+
+// pacedRange is sweepRange as background work the stream's delay knows of
+// (streamDelay.work), with the pause its pace asks for after a full
+// window: sweepYield times the time it took.
+func (p *poller) pacedRange(ctx context.Context, cursor *time.Time, upper time.Time) (found, inserted int, pause time.Duration, err error) {
+	start := p.now()
+	done := p.delay.work()
+	found, inserted, err = p.sweepRange(ctx, cursor, upper)
+	done()
+	return found, inserted, sweepYield * p.now().Sub(start), err
 }
 
 // sweepMapped is sweepRange for the mapped tables with order columns, a

@@ -70,10 +70,6 @@ func (p *retentionPace) after(took time.Duration, last *time.Time, cutoff time.T
 	return max(floor, time.Duration(p.yield*float64(took)))
 }
 
-// retentionUnknown is why retention waits while the stream has too few
-// quiet seconds for a floor (streamDelay.known).
-const retentionUnknown = "the stream's usual delay is not known yet"
-
 // retainer deletes SENT events older than the retention with their delivery
 // rows. One relay at a time does it: the one holding the retention advisory
 // lock on its own connection.
@@ -217,7 +213,7 @@ func (r *retainer) yield(ctx context.Context) (ok, waited bool) {
 			r.log.Info("retention: backing off while "+why, fields...)
 		}
 		wait = min(max(2*wait, retentionPause), retentionBackoffCap)
-		if why == retentionUnknown {
+		if why == delayUnknown {
 			wait = time.Second // quiet seconds make a floor within seconds: look every second, no back-off
 		}
 		if !r.wait(ctx, wait) {
@@ -241,11 +237,11 @@ func (r *retainer) strain(ctx context.Context) (string, []zap.Field) {
 			return "the status statements are slower", []zap.Field{zap.Duration("recent", recent), zap.Duration("baseline", base)}
 		}
 	}
-	if !r.delay.known(time.Now()) {
-		return retentionUnknown, nil
-	}
-	if late, recent, floor := r.delay.strained(time.Now()); late {
-		return "streamed events reach Kafka later", []zap.Field{zap.Duration("recent", recent), zap.Duration("floor", floor)}
+	switch why, recent, floor := r.delay.hold(time.Now()); why {
+	case delayLate:
+		return why, []zap.Field{zap.Duration("recent", recent), zap.Duration("floor", floor)}
+	case delayUnknown:
+		return why, nil
 	}
 	return "", nil
 }
