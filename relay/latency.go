@@ -147,6 +147,21 @@ func (s *streamDelay) strained(now time.Time) (bool, time.Duration, time.Duratio
 	return rise > max(delayRise, floor), recent, floor
 }
 
+// delayWarmMin: a rise under this is no sign whatever the floor (a floor
+// of a fraction of a millisecond doubles with a scheduler's tick).
+const delayWarmMin = 2 * time.Millisecond
+
+// warm reports whether the tail is later than twice its floor (and by more
+// than delayWarmMin) at now, false on a nil s: short of strain, but the
+// stream's p99 moves with it, so background work should go no faster.
+func (s *streamDelay) warm(now time.Time) bool {
+	if s == nil {
+		return false
+	}
+	rise, _, floor := s.rise(now)
+	return rise > max(delayWarmMin, floor)
+}
+
 // Why background work waits for the stream (hold).
 const (
 	delayUnknown = "the stream's usual delay is not known yet"

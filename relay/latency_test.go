@@ -90,3 +90,36 @@ func TestStreamDelay_WorkNeverRaisesTheFloor(t *testing.T) {
 		t.Fatal("not strained at 80 ms against a 2 ms floor")
 	}
 }
+
+// TestStreamDelay_WarmPastTwiceItsFloor: a stream whose slowest events
+// take 4 ms for minutes is not warm at 7 ms (under twice its floor), warm at
+// 10 ms, and not strained there (20 ms over its floor is); a floor of
+// 0.3 ms is not warm at 2 ms (a scheduler's tick), but is at 3 ms.
+func TestStreamDelay_WarmPastTwiceItsFloor(t *testing.T) {
+	cases := []struct {
+		floor, recent  time.Duration
+		warm, strained bool
+	}{
+		{4 * time.Millisecond, 4 * time.Millisecond, false, false},
+		{4 * time.Millisecond, 7 * time.Millisecond, false, false},
+		{4 * time.Millisecond, 10 * time.Millisecond, true, false},
+		{4 * time.Millisecond, 30 * time.Millisecond, true, true},
+		{300 * time.Microsecond, 2 * time.Millisecond, false, false},
+		{300 * time.Microsecond, 3 * time.Millisecond, true, false},
+	}
+	for _, c := range cases {
+		var s streamDelay
+		t0 := time.Now().Truncate(time.Second)
+		feed(&s, t0, t0.Add(4*time.Minute), c.floor)
+		end := t0.Add(4*time.Minute + 2*time.Second)
+		feed(&s, t0.Add(4*time.Minute+100*time.Millisecond), end, c.recent)
+		strained, _, _ := s.strained(end)
+		if got := s.warm(end); got != c.warm || strained != c.strained {
+			t.Errorf("floor %s, recent %s: warm %v strained %v, want %v %v", c.floor, c.recent, got, strained, c.warm, c.strained)
+		}
+	}
+	var none *streamDelay
+	if none.warm(time.Now()) {
+		t.Error("a nil streamDelay (no stream followed) is warm")
+	}
+}
