@@ -59,6 +59,8 @@ type Result struct {
 	RunsPerS    []float64 `json:"runs_events_per_s,omitempty"` // every run's rate; the row is their median
 	Late        int       `json:"late,omitempty"`              // steady events not at the consumer a minute after the writer stopped
 	Description string    `json:"description"`
+
+	latencies []time.Duration // a steady run's, sorted: the growth phase pools its runs'
 }
 
 func main() {

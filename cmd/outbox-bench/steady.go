@@ -236,12 +236,16 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess, cpuPID in
 		res.Late = total - len(latencies)
 		return res, fmt.Errorf("%w: only %d of %d events reached the consumer (%d SENT rows)", errLate, len(latencies), total, sent)
 	}
-	q := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(latencies)))) - 1
-		return float64(latencies[max(i, 0)].Microseconds()) / 1000
-	}
+	q := func(p float64) float64 { return quantileMs(latencies, p) }
 	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = q(0.50), q(0.95), q(0.99), q(1)
+	res.latencies = latencies
 	return res, nil
+}
+
+// quantileMs returns the p quantile of sorted (not empty) in ms.
+func quantileMs(sorted []time.Duration, p float64) float64 {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return float64(sorted[max(i, 0)].Microseconds()) / 1000
 }
 
 // errLate says that events of a steady run had not reached the consumer a
