@@ -91,17 +91,18 @@ func TestStreamDelay_WorkNeverRaisesTheFloor(t *testing.T) {
 	}
 }
 
-// TestStreamDelay_WarmPastTwiceItsFloor: a stream whose slowest events
-// take 4 ms for minutes is not warm at 7 ms (under twice its floor), warm at
+// TestStreamDelay_WarmPastOneAndAHalfItsFloor: a stream whose slowest
+// events take 4 ms for minutes is not warm at 5.5 ms, warm at 7 ms and at
 // 10 ms, and not strained there (20 ms over its floor is); a floor of
 // 0.3 ms is not warm at 2 ms (a scheduler's tick), but is at 3 ms.
-func TestStreamDelay_WarmPastTwiceItsFloor(t *testing.T) {
+func TestStreamDelay_WarmPastOneAndAHalfItsFloor(t *testing.T) {
 	cases := []struct {
 		floor, recent  time.Duration
 		warm, strained bool
 	}{
 		{4 * time.Millisecond, 4 * time.Millisecond, false, false},
-		{4 * time.Millisecond, 7 * time.Millisecond, false, false},
+		{4 * time.Millisecond, 5500 * time.Microsecond, false, false},
+		{4 * time.Millisecond, 7 * time.Millisecond, true, false},
 		{4 * time.Millisecond, 10 * time.Millisecond, true, false},
 		{4 * time.Millisecond, 30 * time.Millisecond, true, true},
 		{300 * time.Microsecond, 2 * time.Millisecond, false, false},

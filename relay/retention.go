@@ -15,23 +15,25 @@ import (
 
 // Retention pacing: batches of retentionBatch events, a pause of at least
 // retentionPause and retentionYield times the batch's own time between them
-// (a busier database makes it slower), and a pass every retentionEvery. The
-// deletes are WAL the walsender decodes too: at 8,000 deletes/s (a pause of
-// 2x) the stream's p50 at 1,000 events/s went from 1.2 to 7.1 ms.
+// (a busier database makes it slower), and a pass every retentionEvery.
+// Batches are small because the stream's events that commit while one runs
+// wait on it: at 1,000 a statement (20-45 ms each) the stream's p99 at 1,000
+// events/s was 3 to 6 times its own even at the base pace, at 200 (4-8 ms)
+// 1.5 times (the growth bench's runs 15 and 16, 5,000,000 rows); the floor
+// of the pause keeps the base pace at most retentionBatch per retentionPause
+// (10,000 a second), as 1,000 per 100 ms did.
 //
-// That pace deletes 3,500 to 7,200 events a second on a busy 2-core
-// machine: short of 10,000 events/s, and a batch of 1,000 every 100 ms can
-// never delete more. So while it is behind (the events it deletes are more
-// than retentionBehind older than the retention) and the stream's slowest
-// events reach Kafka within twice their usual delay (streamDelay.warm),
-// every batch shortens the pause by retentionSpeedup, down to
-// retentionYieldMin times the batch's time (and the floor with it, in
-// proportion); once it has caught up, or as soon as the stream's tail is
-// past twice its usual, or at the first sign of strain, it is back at
-// retentionYield. At its fastest it took two thirds of a core and moved the
-// stream's p99 at 1,000 events/s to 2.8 times its own while the tail stayed
-// under the strain below (the growth bench's run 11); at its base pace,
-// 1.3 to 1.6 times.
+// That pace deletes about 5,000 to 8,000 events a second on a busy 2-core
+// machine: short of 10,000 events/s. So while it is behind (the events it
+// deletes are more than retentionBehind older than the retention) and the
+// stream's slowest events reach Kafka within one and a half times their
+// usual delay (streamDelay.warm), every batch shortens the pause by
+// retentionSpeedup, down to retentionYieldMin times the batch's time (and
+// the floor with it, in proportion); once it has caught up, or as soon as
+// the stream's tail is past that, or at the first sign of strain, it is
+// back at retentionYield. At its fastest with no such check, batches of
+// 1,000 took two thirds of a core and moved the stream's p99 to 2.8 times
+// its own (run 11).
 //
 // It also backs off while what it does shows on the stream: before each
 // batch, while the slot is more than the gap sweep's GapMaxSlotLag behind
@@ -41,11 +43,12 @@ import (
 // second reach Kafka later than the floor of the last minutes (streamDelay)
 // by more than that floor and more than delayRise, it deletes
 // nothing and waits, from
-// retentionPause doubling up to retentionBackoffCap, then resumes at its
+// retentionBackoff doubling up to retentionBackoffCap, then resumes at its
 // slowest pace once neither holds.
 const (
-	retentionBatch        = 1000
-	retentionPause        = 100 * time.Millisecond
+	retentionBatch        = 200
+	retentionPause        = 20 * time.Millisecond
+	retentionBackoff      = 100 * time.Millisecond
 	retentionYield        = 4.0
 	retentionYieldMin     = 0.5
 	retentionSpeedup      = 0.9
@@ -64,7 +67,7 @@ func newRetentionPace() retentionPace { return retentionPace{yield: retentionYie
 
 // after returns the pause after a batch that took took, whose newest event
 // was created at last (nil: none walked), in a walk up to cutoff, with the
-// stream's tail past twice its usual or not (warm); it first speeds up
+// stream's tail past one and a half times its usual or not (warm); it first speeds up
 // while behind and the stream is not warm, and is back at the base pace
 // otherwise.
 func (p *retentionPace) after(took time.Duration, last *time.Time, cutoff time.Time, warm bool) time.Duration {
@@ -202,7 +205,7 @@ func (r *retainer) walk(ctx context.Context, mapped bool, cutoff time.Time) int6
 	return total
 }
 
-// yield waits, doubling its wait from retentionPause up to
+// yield waits, doubling its wait from retentionBackoff up to
 // retentionBackoffCap, while the stream shows strain (strain), logging once
 // when it starts and once when it ends; it reports false when ctx ends,
 // and whether it waited.
@@ -219,7 +222,7 @@ func (r *retainer) yield(ctx context.Context) (ok, waited bool) {
 		if wait == 0 {
 			r.log.Info("retention: backing off while "+why, fields...)
 		}
-		wait = min(max(2*wait, retentionPause), retentionBackoffCap)
+		wait = min(max(2*wait, retentionBackoff), retentionBackoffCap)
 		if why == delayUnknown {
 			wait = time.Second // quiet seconds make a floor within seconds: look every second, no back-off
 		}
