@@ -28,8 +28,12 @@ import (
 // deletes are more than retentionBehind older than the retention) and the
 // stream's slowest events reach Kafka within one and a half times their
 // usual delay (streamDelay.warm), every batch shortens the pause by
-// retentionSpeedup, down to retentionYieldMin times the batch's time (and
-// the floor with it, in proportion); once it has caught up, or as soon as
+// retentionSpeedup every retentionSpeedupEvery (from the base to the
+// fastest in 5 s: the stream's tail, its signal, is a second's slowest
+// event, and a step every batch reached the fastest in under a second, before
+// the tail could show it: strain of 65-160 ms within 2 s of each start in
+// the growth bench's run 17), down to retentionYieldMin times the batch's
+// time (and the floor with it, in proportion); once it has caught up, or as soon as
 // the stream's tail is past that, or at the first sign of strain, it is
 // back at retentionYield. At its fastest with no such check, batches of
 // 1,000 took two thirds of a core and moved the stream's p99 to 2.8 times
@@ -52,6 +56,7 @@ const (
 	retentionYield        = 4.0
 	retentionYieldMin     = 0.5
 	retentionSpeedup      = 0.9
+	retentionSpeedupEvery = 250 * time.Millisecond
 	retentionBehind       = 2 * retentionEvery
 	retentionEvery        = time.Minute
 	retentionSlower       = 3
@@ -61,20 +66,24 @@ const (
 
 // retentionPace is the pause between a walk's batches: yield times the
 // batch's time, at least retentionPause scaled by yield/retentionYield.
-type retentionPace struct{ yield float64 }
+type retentionPace struct {
+	yield float64
+	sped  time.Time // when yield last changed
+}
 
 func newRetentionPace() retentionPace { return retentionPace{yield: retentionYield} }
 
-// after returns the pause after a batch that took took, whose newest event
-// was created at last (nil: none walked), in a walk up to cutoff, with the
-// stream's tail past one and a half times its usual or not (warm); it first speeds up
-// while behind and the stream is not warm, and is back at the base pace
-// otherwise.
-func (p *retentionPace) after(took time.Duration, last *time.Time, cutoff time.Time, warm bool) time.Duration {
-	if last != nil && cutoff.Sub(*last) > retentionBehind && !warm {
-		p.yield = max(p.yield*retentionSpeedup, retentionYieldMin)
-	} else {
-		p.yield = retentionYield
+// after returns the pause after a batch that took took, ending at now, whose
+// newest event was created at last (nil: none walked), in a walk up to
+// cutoff, with the stream's tail past one and a half times its usual or not
+// (warm); it speeds up while behind and the stream is not warm, a step every
+// retentionSpeedupEvery at most, and is back at the base pace otherwise.
+func (p *retentionPace) after(now time.Time, took time.Duration, last *time.Time, cutoff time.Time, warm bool) time.Duration {
+	switch {
+	case last == nil || cutoff.Sub(*last) <= retentionBehind || warm:
+		p.yield, p.sped = retentionYield, now
+	case now.Sub(p.sped) >= retentionSpeedupEvery:
+		p.yield, p.sped = max(p.yield*retentionSpeedup, retentionYieldMin), now
 	}
 	floor := time.Duration(float64(retentionPause) * p.yield / retentionYield)
 	return max(floor, time.Duration(p.yield*float64(took)))
@@ -198,7 +207,8 @@ func (r *retainer) walk(ctx context.Context, mapped bool, cutoff time.Time) int6
 		} else {
 			from = *last
 		}
-		if !r.wait(ctx, pace.after(time.Since(start), last, cutoff, r.delay.warm(time.Now()))) {
+		now := time.Now()
+		if !r.wait(ctx, pace.after(now, now.Sub(start), last, cutoff, r.delay.warm(now))) {
 			break
 		}
 	}

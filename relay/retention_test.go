@@ -99,22 +99,24 @@ func TestRetention_BacksOffWhileTheSlotLagsOrStatusWritesSlowAndResumes(t *testi
 // batch's time and at least 20 ms (a batch of 200 every 20 ms can never
 // delete 10,000 events a second); while the events it deletes are more than
 // two minutes past the retention and the stream's tail is not past one and
-// a half times its usual (warm), a tenth shorter each batch down to half a
-// batch's time (floor 2.5 ms); back at the base pace as soon as they are
-// not, or the stream is warm.
+// a half times its usual (warm), a tenth shorter every quarter second (not
+// every batch) down to half a batch's time (floor 2.5 ms); back at the base
+// pace as soon as they are not, or the stream is warm.
 func TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp(t *testing.T) {
 	cutoff := time.Now()
 	old, recent := cutoff.Add(-time.Hour), cutoff.Add(-30*time.Second)
+	at := cutoff
+	tick := func() time.Time { at = at.Add(retentionSpeedupEvery); return at }
 	p := newRetentionPace()
-	if got := p.after(2*time.Millisecond, &recent, cutoff, false); got != retentionPause {
+	if got := p.after(tick(), 2*time.Millisecond, &recent, cutoff, false); got != retentionPause {
 		t.Fatalf("a 2 ms batch, caught up: pause %s, want %s (the floor)", got, retentionPause)
 	}
-	if got := p.after(10*time.Millisecond, &recent, cutoff, false); got != 40*time.Millisecond {
+	if got := p.after(tick(), 10*time.Millisecond, &recent, cutoff, false); got != 40*time.Millisecond {
 		t.Fatalf("a 10 ms batch, caught up: pause %s, want 40ms (4 times its time)", got)
 	}
 	var pauses []time.Duration
 	for range 40 {
-		pauses = append(pauses, p.after(4*time.Millisecond, &old, cutoff, false))
+		pauses = append(pauses, p.after(tick(), 4*time.Millisecond, &old, cutoff, false))
 	}
 	for i := 1; i < len(pauses); i++ {
 		if pauses[i] > pauses[i-1] {
@@ -125,55 +127,76 @@ func TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp(t *test
 		t.Errorf("first pause while behind: %s, want 18ms (the floor a tenth shorter)", first)
 	}
 	if last := pauses[len(pauses)-1]; last != 2500*time.Microsecond {
-		t.Errorf("pause after 40 batches behind: %s, want 2.5ms (the floor at half a batch's time)", last)
+		t.Errorf("pause after 40 quarter seconds behind: %s, want 2.5ms (the floor at half a batch's time)", last)
 	}
-	if got := p.after(20*time.Millisecond, &old, cutoff, false); got != 10*time.Millisecond {
+	if got := p.after(tick(), 20*time.Millisecond, &old, cutoff, false); got != 10*time.Millisecond {
 		t.Errorf("a 20 ms batch at the fastest pace: pause %s, want 10ms (half its time)", got)
 	}
-	if got := p.after(2*time.Millisecond, &recent, cutoff, false); got != retentionPause {
+	if got := p.after(tick(), 2*time.Millisecond, &recent, cutoff, false); got != retentionPause {
 		t.Errorf("caught up again: pause %s, want %s", got, retentionPause)
 	}
-	if got := p.after(2*time.Millisecond, nil, cutoff, false); got != retentionPause {
+	if got := p.after(tick(), 2*time.Millisecond, nil, cutoff, false); got != retentionPause {
 		t.Errorf("nothing walked: pause %s, want %s", got, retentionPause)
 	}
 	for range 40 {
-		p.after(4*time.Millisecond, &old, cutoff, false)
+		p.after(tick(), 4*time.Millisecond, &old, cutoff, false)
 	}
-	if got := p.after(4*time.Millisecond, &old, cutoff, true); got != retentionPause {
+	if got := p.after(tick(), 4*time.Millisecond, &old, cutoff, true); got != retentionPause {
 		t.Errorf("behind at its fastest, the stream's tail past one and a half times its usual: pause %s, want %s (the base pace)", got, retentionPause)
 	}
-	if got := p.after(4*time.Millisecond, &old, cutoff, false); got != 18*time.Millisecond {
+	if got := p.after(tick(), 4*time.Millisecond, &old, cutoff, false); got != 18*time.Millisecond {
 		t.Errorf("behind, the stream's tail back within its bound: pause %s, want 18ms (speeding up again from the base)", got)
 	}
 }
 
-// TestRetention_DeletesABacklogFasterThanItsBasePace walks 300 SENT events
-// ten days old, 10 a batch, with a retention of 7 days, recording the
-// pauses between batches: once it has seen it is behind, they fall below
-// the base pace's floor of 100 ms (which bounded it to 10 batches a
-// second), and it deletes every event.
+// TestRetentionPace_SpeedsUpNoFasterThanTheStreamCanShowIt: the stream's
+// tail, what stops retention speeding up, is a second's slowest event, so
+// 40 batches behind in one second (a pause of 2.5 ms after batches of 4 ms
+// is 6.5 ms a batch) must not take it from its base pace to its fastest:
+// a step per batch did (the growth bench's run 17: strain of 65-160 ms
+// within 2 s of each start), a step a quarter second takes four.
+func TestRetentionPace_SpeedsUpNoFasterThanTheStreamCanShowIt(t *testing.T) {
+	cutoff := time.Now()
+	old := cutoff.Add(-time.Hour)
+	p := newRetentionPace()
+	p.after(cutoff, 4*time.Millisecond, &old, cutoff, true) // just reset to the base pace
+	var pause time.Duration
+	for i := range 40 {
+		pause = p.after(cutoff.Add(time.Duration(i+1)*25*time.Millisecond), 4*time.Millisecond, &old, cutoff, false)
+	}
+	if want := time.Duration(float64(retentionPause) * 0.9 * 0.9 * 0.9 * 0.9); pause != want {
+		t.Errorf("pause after 40 batches behind in a second: %s, want %s (four steps of a tenth from the base's %s)", pause, want, retentionPause)
+	}
+}
+
+// TestRetention_DeletesABacklogFasterThanItsBasePace walks 600 SENT events
+// ten days old, 10 a batch, with a retention of 7 days, pausing as told
+// and recording the pauses: once it has seen it is behind for a while,
+// they fall below the base pace's floor of 20 ms (which bounds it to a
+// batch every 20 ms), and it deletes every event.
 func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := withSentEvents(t, 300, "10 days")
+	pool := withSentEvents(t, 600, "10 days")
 	var pauses []time.Duration
 	var deleted int64
 	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
 		deleted: func(n int64) { deleted += n }, batch: 10,
 		sleep: func(ctx context.Context, d time.Duration) bool {
 			pauses = append(pauses, d)
+			time.Sleep(d)
 			return ctx.Err() == nil
 		}}
 	total := r.walk(ctx, false, time.Now().Add(-r.age))
-	if total != 300 || deleted != 300 {
-		t.Fatalf("walk deleted %d (counted %d), want 300", total, deleted)
+	if total != 600 || deleted != 600 {
+		t.Fatalf("walk deleted %d (counted %d), want 600", total, deleted)
 	}
-	if len(pauses) < 20 {
-		t.Fatalf("%d pauses, want one after each of 29 full batches: %v", len(pauses), pauses)
+	if len(pauses) < 50 {
+		t.Fatalf("%d pauses, want one after each of 59 full batches: %v", len(pauses), pauses)
 	}
-	for i, d := range pauses[1:] {
+	for i, d := range pauses[len(pauses)/2:] {
 		if d >= retentionPause {
-			t.Fatalf("pause %d of a walk of a 3-day backlog: %s, want under the base pace's %s (all: %v)", i+2, d, retentionPause, pauses)
+			t.Fatalf("pause %d of a walk of a 3-day backlog: %s, want the second half under the base pace's %s (all: %v)", len(pauses)/2+i+1, d, retentionPause, pauses)
 		}
 	}
 }
