@@ -19,15 +19,16 @@ import (
 // Batches are small because the stream's events that commit while one runs
 // wait on it: at 1,000 a statement (20-45 ms each) the stream's p99 at 1,000
 // events/s was 3 to 6 times its own even at the base pace, at 200 (4-8 ms)
-// 1.5 times (the growth bench's runs 15 and 16, 5,000,000 rows); the floor
-// of the pause keeps the base pace at most retentionBatch per retentionPause
-// (10,000 a second), as 1,000 per 100 ms did.
+// 1.5 times (the growth bench's runs 15 and 16, 5,000,000 rows) but 2.05
+// times at 20,000,000 rows (run 18); 100 (run 19). The floor of the pause
+// keeps the base pace at most retentionBatch per retentionPause (10,000 a
+// second), as 1,000 per 100 ms did.
 //
 // That pace deletes about 5,000 to 8,000 events a second on a busy 2-core
 // machine: short of 10,000 events/s. So while it is behind (the events it
 // deletes are more than retentionBehind older than the retention) and the
 // stream's slowest events reach Kafka within one and a half times their
-// usual delay (streamDelay.warm), every batch shortens the pause by
+// usual delay (streamDelay.warm), it shortens the pause by
 // retentionSpeedup every retentionSpeedupEvery (from the base to the
 // fastest in 5 s: the stream's tail, its signal, is a second's slowest
 // event, and a step every batch reached the fastest in under a second, before
@@ -50,8 +51,8 @@ import (
 // retentionBackoff doubling up to retentionBackoffCap, then resumes at its
 // slowest pace once neither holds.
 const (
-	retentionBatch        = 200
-	retentionPause        = 20 * time.Millisecond
+	retentionBatch        = 100
+	retentionPause        = 10 * time.Millisecond
 	retentionBackoff      = 100 * time.Millisecond
 	retentionYield        = 4.0
 	retentionYieldMin     = 0.5

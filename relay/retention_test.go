@@ -96,11 +96,11 @@ func TestRetention_BacksOffWhileTheSlotLagsOrStatusWritesSlowAndResumes(t *testi
 
 // TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp
 // checks the pause between retention's batches: at its base pace 4 times a
-// batch's time and at least 20 ms (a batch of 200 every 20 ms can never
+// batch's time and at least 10 ms (a batch of 100 every 10 ms can never
 // delete 10,000 events a second); while the events it deletes are more than
 // two minutes past the retention and the stream's tail is not past one and
 // a half times its usual (warm), a tenth shorter every quarter second (not
-// every batch) down to half a batch's time (floor 2.5 ms); back at the base
+// every batch) down to half a batch's time (floor 1.25 ms); back at the base
 // pace as soon as they are not, or the stream is warm.
 func TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp(t *testing.T) {
 	cutoff := time.Now()
@@ -116,18 +116,18 @@ func TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp(t *test
 	}
 	var pauses []time.Duration
 	for range 40 {
-		pauses = append(pauses, p.after(tick(), 4*time.Millisecond, &old, cutoff, false))
+		pauses = append(pauses, p.after(tick(), 2*time.Millisecond, &old, cutoff, false))
 	}
 	for i := 1; i < len(pauses); i++ {
 		if pauses[i] > pauses[i-1] {
 			t.Fatalf("pauses while behind grew: %v", pauses)
 		}
 	}
-	if first := pauses[0]; first != 18*time.Millisecond {
-		t.Errorf("first pause while behind: %s, want 18ms (the floor a tenth shorter)", first)
+	if first := pauses[0]; first != 9*time.Millisecond {
+		t.Errorf("first pause while behind: %s, want 9ms (the floor a tenth shorter)", first)
 	}
-	if last := pauses[len(pauses)-1]; last != 2500*time.Microsecond {
-		t.Errorf("pause after 40 quarter seconds behind: %s, want 2.5ms (the floor at half a batch's time)", last)
+	if last := pauses[len(pauses)-1]; last != 1250*time.Microsecond {
+		t.Errorf("pause after 40 quarter seconds behind: %s, want 1.25ms (the floor at half the base's floor)", last)
 	}
 	if got := p.after(tick(), 20*time.Millisecond, &old, cutoff, false); got != 10*time.Millisecond {
 		t.Errorf("a 20 ms batch at the fastest pace: pause %s, want 10ms (half its time)", got)
@@ -139,30 +139,30 @@ func TestRetentionPace_SpeedsUpWhileBehindAndIsBackAtItsBaseOnceCaughtUp(t *test
 		t.Errorf("nothing walked: pause %s, want %s", got, retentionPause)
 	}
 	for range 40 {
-		p.after(tick(), 4*time.Millisecond, &old, cutoff, false)
+		p.after(tick(), 2*time.Millisecond, &old, cutoff, false)
 	}
-	if got := p.after(tick(), 4*time.Millisecond, &old, cutoff, true); got != retentionPause {
+	if got := p.after(tick(), 2*time.Millisecond, &old, cutoff, true); got != retentionPause {
 		t.Errorf("behind at its fastest, the stream's tail past one and a half times its usual: pause %s, want %s (the base pace)", got, retentionPause)
 	}
-	if got := p.after(tick(), 4*time.Millisecond, &old, cutoff, false); got != 18*time.Millisecond {
-		t.Errorf("behind, the stream's tail back within its bound: pause %s, want 18ms (speeding up again from the base)", got)
+	if got := p.after(tick(), 2*time.Millisecond, &old, cutoff, false); got != 9*time.Millisecond {
+		t.Errorf("behind, the stream's tail back within its bound: pause %s, want 9ms (speeding up again from the base)", got)
 	}
 }
 
 // TestRetentionPace_SpeedsUpNoFasterThanTheStreamCanShowIt: the stream's
 // tail, what stops retention speeding up, is a second's slowest event, so
-// 40 batches behind in one second (a pause of 2.5 ms after batches of 4 ms
-// is 6.5 ms a batch) must not take it from its base pace to its fastest:
+// 40 batches behind in one second (batches of 1 ms, 25 ms apart) must not
+// take it from its base pace to its fastest:
 // a step per batch did (the growth bench's run 17: strain of 65-160 ms
 // within 2 s of each start), a step a quarter second takes four.
 func TestRetentionPace_SpeedsUpNoFasterThanTheStreamCanShowIt(t *testing.T) {
 	cutoff := time.Now()
 	old := cutoff.Add(-time.Hour)
 	p := newRetentionPace()
-	p.after(cutoff, 4*time.Millisecond, &old, cutoff, true) // just reset to the base pace
+	p.after(cutoff, time.Millisecond, &old, cutoff, true) // just reset to the base pace
 	var pause time.Duration
 	for i := range 40 {
-		pause = p.after(cutoff.Add(time.Duration(i+1)*25*time.Millisecond), 4*time.Millisecond, &old, cutoff, false)
+		pause = p.after(cutoff.Add(time.Duration(i+1)*25*time.Millisecond), time.Millisecond, &old, cutoff, false)
 	}
 	if want := time.Duration(float64(retentionPause) * 0.9 * 0.9 * 0.9 * 0.9); pause != want {
 		t.Errorf("pause after 40 batches behind in a second: %s, want %s (four steps of a tenth from the base's %s)", pause, want, retentionPause)
@@ -172,8 +172,8 @@ func TestRetentionPace_SpeedsUpNoFasterThanTheStreamCanShowIt(t *testing.T) {
 // TestRetention_DeletesABacklogFasterThanItsBasePace walks 600 SENT events
 // ten days old, 10 a batch, with a retention of 7 days, pausing as told
 // and recording the pauses: once it has seen it is behind for a while,
-// they fall below the base pace's floor of 20 ms (which bounds it to a
-// batch every 20 ms), and it deletes every event.
+// they fall below the base pace's floor of 10 ms (which bounds it to a
+// batch every 10 ms), and it deletes every event.
 func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
