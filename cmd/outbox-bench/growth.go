@@ -299,6 +299,7 @@ func (b *bench) streamAt1000(ctx context.Context, afterSweep bool) (Result, time
 	if err := b.trimTopic(ctx); err != nil {
 		return Result{}, 0, err
 	}
+	defer b.noteServerWork(ctx, "stream run")()
 	t0 := time.Now()
 	r, err := b.startRelay("--slot", "bench_steady")
 	if err != nil {

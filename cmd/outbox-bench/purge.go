@@ -72,6 +72,7 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 	if err != nil {
 		return res, 0, 0, err
 	}
+	defer b.noteServerWork(ctx, "retention run")()
 	t0 := time.Now()
 	r, err := b.startRelay(append([]string{"--slot", "bench_steady", "--retention", retention.String()}, relayArgs...)...)
 	if err != nil {
