@@ -170,23 +170,30 @@ func TestRetentionPace_SpeedsUpNoFasterThanTheStreamCanShowIt(t *testing.T) {
 }
 
 // TestRetention_DeletesABacklogFasterThanItsBasePace walks 600 SENT events
-// ten days old, 10 a batch, with a retention of 7 days, pausing as told
-// and recording the pauses: once it has seen it is behind for a while,
-// they fall below the base pace's floor of 10 ms (which bounds it to a
-// batch every 10 ms), and it deletes every event.
+// ten days old, 10 a batch, with a retention of 7 days, pausing as told:
+// once it has seen it is behind for a while, each pause is shorter than the
+// base pace's for the same batch (4 times the batch's time, at least 10 ms;
+// the batch's time read here as the time from the end of one pause to the
+// next, which holds the statement's), and it deletes every event. (A bound
+// of 10 ms alone failed on a loaded machine: 3.6 times a batch of 2.96 ms
+// is 10.65 ms, a quarter second into the walk.)
 func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := withSentEvents(t, 600, "10 days")
-	var pauses []time.Duration
+	type pause struct{ got, base time.Duration }
+	var pauses []pause
 	var deleted int64
+	woke := time.Now()
 	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
 		deleted: func(n int64) { deleted += n }, batch: 10,
 		sleep: func(ctx context.Context, d time.Duration) bool {
-			pauses = append(pauses, d)
+			pauses = append(pauses, pause{d, max(retentionPause, retentionYield*time.Since(woke))})
 			time.Sleep(d)
+			woke = time.Now()
 			return ctx.Err() == nil
 		}}
+	woke = time.Now()
 	total := r.walk(ctx, false, time.Now().Add(-r.age))
 	if total != 600 || deleted != 600 {
 		t.Fatalf("walk deleted %d (counted %d), want 600", total, deleted)
@@ -194,9 +201,9 @@ func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 	if len(pauses) < 50 {
 		t.Fatalf("%d pauses, want one after each of 59 full batches: %v", len(pauses), pauses)
 	}
-	for i, d := range pauses[len(pauses)/2:] {
-		if d >= retentionPause {
-			t.Fatalf("pause %d of a walk of a 3-day backlog: %s, want the second half under the base pace's %s (all: %v)", len(pauses)/2+i+1, d, retentionPause, pauses)
+	for i, p := range pauses[len(pauses)/2:] {
+		if p.got >= p.base {
+			t.Fatalf("pause %d of a walk of a 3-day backlog: %s, want the second half under the base pace's %s for the same batch (all, with the base's: %v)", len(pauses)/2+i+1, p.got, p.base, pauses)
 		}
 	}
 }
