@@ -86,6 +86,9 @@ GRANT SELECT, INSERT ON outbox.dead_letter_topics TO outbox_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.delivery_minutes, outbox.delivery_hours TO outbox_relay;
 -- Failed attempts: added, and the older ones deleted, as attempts fail.
 GRANT SELECT, INSERT, DELETE ON outbox.delivery_attempts TO outbox_relay;
+-- Where retention's walks have got to (migration 21): the relay that runs
+-- retention reads and writes it.
+GRANT SELECT, INSERT, UPDATE ON outbox.retention_progress TO outbox_relay;
 GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_events, outbox.delivery_stats,
     outbox.held_keys TO outbox_relay;
 

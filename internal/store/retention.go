@@ -3,12 +3,22 @@ package store
 import (
 	"context"
 	_ "embed" // the statements
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 //go:embed sql/retention.sql
 var retentionSQL string
+
+var (
+	//go:embed sql/retention_progress.sql
+	retentionProgressSQL string
+	//go:embed sql/retention_progress_save.sql
+	retentionProgressSaveSQL string
+)
 
 // retentionLock is the advisory lock key of the relay that runs retention:
 // one at a time.
@@ -30,6 +40,46 @@ func (s *Store) RetentionStep(ctx context.Context, mapped bool, from, cutoff tim
 		return 0, nil, 0, fmt.Errorf("deleting delivered events: %w", err)
 	}
 	return walked, last, deleted, nil
+}
+
+// RetentionProgress is where a retention walk has got to: the created_at
+// of the last event it walked (WalkedTo; zero: from the oldest), in a walk
+// that went on from one that began at the oldest event at FullWalkAt.
+type RetentionProgress struct {
+	WalkedTo   time.Time
+	FullWalkAt time.Time
+}
+
+// walkName names the walk over events or, with mapped, over the status rows
+// of mapped events, in outbox.retention_progress.
+func walkName(mapped bool) string {
+	if mapped {
+		return "mapped"
+	}
+	return "events"
+}
+
+// RetentionProgress reads where the retention walk over events (or, with
+// mapped, over mapped events' status rows) got to; ok is false if none has
+// been recorded.
+func (s *Store) RetentionProgress(ctx context.Context, mapped bool) (p RetentionProgress, ok bool, err error) {
+	err = s.db.QueryRow(ctx, retentionProgressSQL, walkName(mapped)).Scan(&p.WalkedTo, &p.FullWalkAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return RetentionProgress{}, false, nil
+	}
+	if err != nil {
+		return RetentionProgress{}, false, fmt.Errorf("reading where retention got to: %w", err)
+	}
+	return p, true, nil
+}
+
+// SaveRetentionProgress records where the retention walk over events (or,
+// with mapped, over mapped events' status rows) has got to.
+func (s *Store) SaveRetentionProgress(ctx context.Context, mapped bool, p RetentionProgress) error {
+	if _, err := s.db.Exec(ctx, retentionProgressSaveSQL, walkName(mapped), p.WalkedTo, p.FullWalkAt); err != nil {
+		return fmt.Errorf("recording where retention got to: %w", err)
+	}
+	return nil
 }
 
 // TryRetentionLock takes the retention advisory lock for the session of db
