@@ -92,14 +92,8 @@ func TestMigrations_PrintedSQLBuildsTheSchemaAndRecordsItsVersions(t *testing.T)
 
 func TestMigrations_DeletingOrTruncatingEventsRemovesTheirStatusRows(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := func(sql string) { t.Helper(); pgtest.Exec(t, pool, sql) }
 	exec(`WITH ev AS (INSERT INTO outbox.events (topic, payload) SELECT 't', jsonb_build_object('n', s)
 	                  FROM generate_series(1, 10) AS s RETURNING id, payload)
 	      INSERT INTO outbox.deliveries (event_id, status) SELECT id, 'SENT' FROM ev`)

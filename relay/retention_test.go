@@ -21,12 +21,7 @@ func TestRetention_BacksOffWhileTheSlotLagsOrStatusWritesSlowAndResumes(t *testi
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := func(sql string) { t.Helper(); pgtest.Exec(t, pool, sql) }
 	exec(`WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
 		SELECT 'orders', '{}', now() - interval '10 days' - i * interval '1 second' FROM generate_series(1, 50) i RETURNING id)
 		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
@@ -333,12 +328,7 @@ func TestRetention_APassGoesOnFromWhereTheLastEnded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := func(sql string) { t.Helper(); pgtest.Exec(t, pool, sql) }
 	old := func(n int, status, ago string) {
 		t.Helper()
 		exec(fmt.Sprintf(`WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)

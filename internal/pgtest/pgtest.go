@@ -280,6 +280,14 @@ func Count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 	return n
 }
 
+// Exec runs sql on pool, failing t if it fails.
+func Exec(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
 // InsertEvents commits n events on topic "t" in one statement and returns
 // their ids in insertion order.
 func InsertEvents(t testing.TB, pool *pgxpool.Pool, n int) [][16]byte {
