@@ -103,7 +103,7 @@ func main() {
 			o.relayEnv = append(o.relayEnv, v)
 			return nil
 		})
-	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since measuring began, µs to the consumer) to files with this prefix")
+	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since measuring began, µs to the consumer) to files with this prefix, and with --growth what the server did every 50 ms of each retention run (time, WAL bytes, each busy process and its wait) to PREFIX-activity-N.csv")
 	chartFrom := flag.String("chart-from", "", "only redraw latency.svg (in --out) from this results.json")
 	flag.Parse()
 	if *chartFrom != "" {
@@ -120,11 +120,12 @@ func main() {
 }
 
 type bench struct {
-	o      options
-	pool   *pgxpool.Pool
-	res    []Result
-	growth []Growth // the growth phase's rows
-	traced int      // latency traces written
+	o        options
+	pool     *pgxpool.Pool
+	res      []Result
+	growth   []Growth // the growth phase's rows
+	traced   int      // latency traces written
+	activity int      // activity samples written (retention runs with --latency-trace)
 	// relayLog, when set, receives the relays' stderr instead of os.Stderr.
 	relayLog io.Writer
 }

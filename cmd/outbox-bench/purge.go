@@ -73,6 +73,10 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 		return res, 0, 0, err
 	}
 	defer b.noteServerWork(ctx, "retention run")()
+	if b.o.trace != "" {
+		b.activity++
+		defer b.sampleActivity(ctx, fmt.Sprintf("%s-activity-%d.csv", b.o.trace, b.activity))()
+	}
 	t0 := time.Now()
 	r, err := b.startRelay(append([]string{"--slot", "bench_steady", "--retention", retention.String()}, relayArgs...)...)
 	if err != nil {

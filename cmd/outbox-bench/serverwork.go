@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 )
 
 // serverWork counts what the server did on its own that can stall the
@@ -61,4 +63,52 @@ func (b *bench) noteServerWork(ctx context.Context, what string) (done func()) {
 			fmt.Fprintf(os.Stderr, "%s: the server meanwhile: %s\n", what, after.since(before))
 		}
 	}
+}
+
+// activitySQL samples what the server's processes are doing: every
+// backend but idle client sessions and this one, with its wait and the
+// start of its statement, and the WAL position.
+const activitySQL = `SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, coalesce(string_agg(
+		backend_type || ':' || coalesce(wait_event_type || '/' || wait_event, 'cpu') || ':' ||
+		coalesce(replace(left(query, 40), E'\n', ' '), ''), ' | ' ORDER BY backend_type, pid), '')
+	FROM pg_stat_activity
+	WHERE pid <> pg_backend_pid() AND (state IS NULL OR state <> 'idle')
+	  AND backend_type NOT IN ('background writer', 'logical replication launcher', 'autovacuum launcher')
+	  AND NOT (backend_type = 'checkpointer' AND wait_event = 'CheckpointerMain')
+	  AND NOT (backend_type = 'walwriter' AND wait_event = 'WalWriterMain')`
+
+// sampleActivity writes, every 50 ms until the returned function is called,
+// a CSV line (wall time, WAL bytes since the last sample, what the server's
+// processes do) to name: with --latency-trace, the growth phase's retention
+// runs keep one beside the stream's latencies, to read a stall against
+// what the server did then.
+func (b *bench) sampleActivity(ctx context.Context, name string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var lines []string
+		var last int64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var wal int64
+			var what string
+			if err := b.pool.QueryRow(ctx, activitySQL).Scan(&wal, &what); err == nil {
+				if last > 0 {
+					lines = append(lines, fmt.Sprintf("%s,%d,%q", time.Now().UTC().Format("15:04:05.000"), wal-last, what))
+				}
+				last = wal
+			}
+			select {
+			case <-ctx.Done():
+				if err := os.WriteFile(name, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+					fmt.Fprintf(os.Stderr, "writing %s: %v\n", name, err)
+				}
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

@@ -386,5 +386,6 @@ func (b *bench) latencies(w *writers, c *consumer, rate int) ([]time.Duration, e
 	sort.Strings(trace)
 	b.traced++
 	name := fmt.Sprintf("%s-%d-%s.csv", b.o.trace, b.traced, rateName(rate))
+	fmt.Fprintf(os.Stderr, "latency trace %s: measuring began at %s\n", name, w.measureFrom.UTC().Format(time.RFC3339Nano))
 	return latencies, os.WriteFile(name, []byte(strings.Join(trace, "\n")), 0o644)
 }
