@@ -1,0 +1,73 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgtest"
+	"github.com/outbox-relay/outbox-relay/internal/store"
+)
+
+// TestRetentionStep_ItsCommitsDoNotWaitForTheWALFlush runs 50 retention
+// steps of 10 deletes each on a server of its own with fsync on, and counts
+// the server's WAL flushes (pg_stat_wal.wal_sync): the steps' commits do not
+// wait for their WAL to reach the disk (the stream's commits waited behind
+// retention's flushes at 20,000,000 rows), so the flushes are the WAL
+// writer's, a few, not one a step.
+func TestRetentionStep_ItsCommitsDoNotWaitForTheWALFlush(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.Cluster(t, nil, "fsync=on", "synchronous_commit=on")
+	pgtest.Migrate(t, dbURL)
+	pool := pgtest.Pool(t, dbURL)
+	pgtest.Exec(t, pool, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '10 days' + i * interval '1 second' FROM generate_series(1, 500) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
+	flushes := `SELECT wal_sync FROM pg_stat_wal`
+	if pgtest.Major(t) >= 18 { // the count moved to pg_stat_io
+		flushes = `SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io WHERE object = 'wal'`
+	}
+	syncs := func() int { return pgtest.Count(t, pool, flushes) }
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The flushes of the set-up reach the count late on PostgreSQL 14 (its
+	// statistics collector): wait until it holds still.
+	before := syncs()
+	for range 10 {
+		time.Sleep(700 * time.Millisecond)
+		if n := syncs(); n != before {
+			before = n
+			continue
+		}
+		break
+	}
+	s := store.New(conn)
+	var from time.Time
+	const steps = 50
+	for i := range steps {
+		walked, last, deleted, err := s.RetentionStep(ctx, false, from, time.Now().Add(-7*24*time.Hour), 10)
+		if err != nil || walked != 10 || deleted != 10 {
+			t.Fatalf("step %d: walked %d, deleted %d, %v; want 10 and 10", i+1, walked, deleted, err)
+		}
+		from = *last
+	}
+	conn.Close(ctx) // its statistics reach pg_stat_wal as its session ends
+	// Poll: a step that flushed shows as 50 flushes within a second or two.
+	deadline := time.Now().Add(3 * time.Second)
+	n := syncs() - before
+	for ; n < steps && time.Now().Before(deadline); n = syncs() - before {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n >= steps/2 {
+		t.Errorf("%d WAL flushes during %d retention steps, want a few (the WAL writer's): each step's commit waited for its own", n, steps)
+	}
+	if left := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.events`); left != 0 {
+		t.Errorf("%d events left, want all 500 deleted", left)
+	}
+}
