@@ -23,9 +23,8 @@ import (
 // times at 20,000,000 rows (run 18); at 100, 1.4 times at 5,000,000 rows
 // (run 19), but at 20,000,000 within twice in two runs of four (runs 21
 // to 25, after the cursor below; 50 a statement was worse: run 24). The
-// floor of the pause
-// keeps the base pace at most retentionBatch per retentionPause (10,000 a
-// second), as 1,000 per 100 ms did.
+// floor of the pause keeps the base pace at most retentionBatch per
+// retentionPause (10,000 a second), as 1,000 per 100 ms did.
 //
 // That pace deletes about 5,000 to 8,000 events a second on a busy 2-core
 // machine: short of 10,000 events/s. So while it is behind (the events it
@@ -251,16 +250,15 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from, cutoff time.Time
 		}
 		total += deleted
 		r.deleted(deleted)
-		if walked < batch || last == nil {
-			if last != nil {
+		if last != nil {
+			if walked == batch && last.Equal(from) { // a full batch sharing one created_at, none deletable: step past it
+				from = from.Add(time.Microsecond)
+			} else {
 				from = *last
 			}
-			break
 		}
-		if last.Equal(from) { // a batch of events sharing one created_at, none deletable: step past it
-			from = from.Add(time.Microsecond)
-		} else {
-			from = *last
+		if walked < batch || last == nil {
+			break
 		}
 		save(from, false)
 		now := time.Now()

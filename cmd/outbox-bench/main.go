@@ -126,6 +126,8 @@ type bench struct {
 	growth   []Growth // the growth phase's rows
 	traced   int      // latency traces written
 	activity int      // activity samples written (retention runs with --latency-trace)
+	// serverVersion is the server's server_version_num, once serverWork has read it.
+	serverVersion int
 	// relayLog, when set, receives the relays' stderr instead of os.Stderr.
 	relayLog io.Writer
 }

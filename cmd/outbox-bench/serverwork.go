@@ -15,8 +15,8 @@ type serverWork struct {
 	timed, requested, vacuums, analyzes int64
 }
 
-// serverWorkSQL reads the counters: pg_stat_checkpointer from PostgreSQL 17,
-// pg_stat_bgwriter before.
+// The counters' statements: checkpoints from pg_stat_checkpointer from
+// PostgreSQL 17, pg_stat_bgwriter before.
 const (
 	serverWorkTables = `SELECT coalesce(sum(autovacuum_count), 0), coalesce(sum(autoanalyze_count), 0)
 		FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname IN ('events', 'deliveries')`
@@ -25,12 +25,13 @@ const (
 )
 
 func (b *bench) serverWork(ctx context.Context) (w serverWork, err error) {
-	var version int
-	if err := b.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
-		return w, err
+	if b.serverVersion == 0 {
+		if err := b.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&b.serverVersion); err != nil {
+			return w, fmt.Errorf("reading the server's version: %w", err)
+		}
 	}
 	q := checkpointsTo16
-	if version >= 170000 {
+	if b.serverVersion >= 170000 {
 		q = checkpointsFrom17
 	}
 	if err := b.pool.QueryRow(ctx, q).Scan(&w.timed, &w.requested); err != nil {

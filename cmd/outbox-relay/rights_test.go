@@ -23,7 +23,7 @@ func newRole(t *testing.T, dbURL, prefix, attrs string) string {
 	_, _ = rand.Read(b[:])
 	name := prefix + "_" + hex.EncodeToString(b[:])
 	admin := pgtest.Pool(t, pgtest.AdminURL(t))
-	execSQL(t, admin, "CREATE ROLE "+name+" "+attrs)
+	pgtest.Exec(t, admin, "CREATE ROLE "+name+" "+attrs)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if conn, err := pgx.Connect(ctx, dbURL); dbURL != "" && err == nil {
@@ -44,16 +44,16 @@ func TestMigrate_RefusesAnOutboxSchemaAnotherRoleOwnsOrMayCreateIn(t *testing.T)
 	}{
 		{"OwnedByAnotherRole", func(t *testing.T, dbURL string) string {
 			other := newRole(t, dbURL, "squatter", "NOLOGIN")
-			execSQL(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox AUTHORIZATION "+other)
+			pgtest.Exec(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox AUTHORIZATION "+other)
 			return other
 		}, []string{"owns it", "could drop or replace", "ALTER SCHEMA outbox OWNER TO"}},
 		{"AnotherRoleMayCreateInIt", func(t *testing.T, dbURL string) string {
 			other := newRole(t, dbURL, "squatter", "NOLOGIN")
-			execSQL(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox; GRANT CREATE ON SCHEMA outbox TO "+other)
+			pgtest.Exec(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox; GRANT CREATE ON SCHEMA outbox TO "+other)
 			return other
 		}, []string{"may create objects in it", "REVOKE CREATE ON SCHEMA outbox FROM"}},
 		{"EveryoneMayCreateInIt", func(t *testing.T, dbURL string) string {
-			execSQL(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox; GRANT CREATE ON SCHEMA outbox TO PUBLIC")
+			pgtest.Exec(t, pgtest.Pool(t, dbURL), "CREATE SCHEMA outbox; GRANT CREATE ON SCHEMA outbox TO PUBLIC")
 			return "PUBLIC"
 		}, []string{"REVOKE CREATE ON SCHEMA outbox FROM PUBLIC"}},
 	}
@@ -118,7 +118,7 @@ func TestMigrate_ADatabaseOwnerWithCreateroleMigratesAndOperatorsResendThroughIt
 	dba := newRole(t, "", "dba", "LOGIN CREATEROLE") // no superuser; dropped after its database
 	dbURL := pgtest.NewDB(t)
 	admin := pgtest.Pool(t, dbURL)
-	execSQL(t, admin, "ALTER DATABASE "+strings.TrimPrefix(mustPath(t, dbURL), "/")+" OWNER TO "+dba)
+	pgtest.Exec(t, admin, "ALTER DATABASE "+strings.TrimPrefix(mustPath(t, dbURL), "/")+" OWNER TO "+dba)
 	if out, errOut, code := runCLI(t, env("OUTBOX_DATABASE_URL", withUser(t, dbURL, dba)), "migrate"); code != 0 {
 		t.Fatalf("migrate as the database owner with CREATEROLE: exit %d\n%s%s", code, out, errOut)
 	}

@@ -181,7 +181,7 @@ func TestCLI_EveryCommandShowsAWritersControlCharactersEscaped(t *testing.T) {
 	dbURL, pool := pgtest.Migrated(t)
 	// A FAILED event whose topic, key, event type and last error are
 	// hostile, and one queued behind it on its key.
-	execSQL(t, pool, `
+	pgtest.Exec(t, pool, `
 		WITH ev AS (
 			INSERT INTO outbox.events (id, topic, key, event_type, payload) VALUES
 			  ('00000000-0000-0000-0000-000000000001', `+hostile+`, `+hostile+`, `+hostile+`, '{}'),

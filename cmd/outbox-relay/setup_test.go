@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-relay/outbox-relay/internal/kafkatest"
@@ -32,19 +31,19 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 		{"SlotOfAnotherDatabase", func(t *testing.T) (string, []string) {
 			_, otherPool := pgtest.Migrated(t)
 			slot := uniqueSlot(t)
-			execSQL(t, otherPool, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+			pgtest.Exec(t, otherPool, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 			url, _ := pgtest.Migrated(t)
 			return pgtest.RelayURL(url), []string{"--slot", slot}
 		}, []string{"belongs to database", "--slot"}},
 		{"SlotOfAnotherPlugin", func(t *testing.T) (string, []string) {
 			url, pool := pgtest.Migrated(t)
 			slot := uniqueSlot(t)
-			execSQL(t, pool, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, slot)
+			pgtest.Exec(t, pool, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, slot)
 			return pgtest.RelayURL(url), []string{"--slot", slot}
 		}, []string{"test_decoding", "pgoutput slot"}},
 		{"PublicationWithoutInserts", func(t *testing.T) (string, []string) {
 			url, pool := pgtest.Migrated(t)
-			execSQL(t, pool, `CREATE PUBLICATION updates_only FOR TABLE outbox.events WITH (publish = 'update')`)
+			pgtest.Exec(t, pool, `CREATE PUBLICATION updates_only FOR TABLE outbox.events WITH (publish = 'update')`)
 			return pgtest.RelayURL(url), []string{"--publication", "updates_only"}
 		}, []string{"publish inserts", "ALTER PUBLICATION"}},
 		{"SlotFailoverBefore17", func(t *testing.T) (string, []string) {
@@ -60,8 +59,8 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 			url := pgtest.Cluster(t, nil, "max_replication_slots=2")
 			pgtest.Migrate(t, url)
 			pool := pgtest.Pool(t, url)
-			execSQL(t, pool, `SELECT pg_create_logical_replication_slot('other_a', 'pgoutput')`)
-			execSQL(t, pool, `SELECT pg_create_logical_replication_slot('other_b', 'test_decoding')`)
+			pgtest.Exec(t, pool, `SELECT pg_create_logical_replication_slot('other_a', 'pgoutput')`)
+			pgtest.Exec(t, pool, `SELECT pg_create_logical_replication_slot('other_b', 'test_decoding')`)
 			return pgtest.RelayURL(url), nil
 		}, []string{"all replication slots are in use", "max_replication_slots = 2", "other_a (postgres, inactive)", "other_b"}},
 		{"WrongPassword", func(t *testing.T) (string, []string) {
@@ -90,8 +89,8 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 		{"RoleMissingOneGrant", func(t *testing.T) (string, []string) {
 			url, pool := pgtest.Migrated(t)
 			role := newRole(t, url, "partial", "LOGIN REPLICATION IN ROLE outbox_operator")
-			execSQL(t, pool, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA outbox TO "+role)
-			execSQL(t, pool, "REVOKE ALL ON outbox.dead_letter_topics FROM "+role)
+			pgtest.Exec(t, pool, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA outbox TO "+role)
+			pgtest.Exec(t, pool, "REVOKE ALL ON outbox.dead_letter_topics FROM "+role)
 			return withUser(t, url, role), nil
 		}, []string{"INSERT ON outbox.dead_letter_topics", "GRANT outbox_relay TO"}},
 		{"TLSRequiredButNotOffered", func(t *testing.T) (string, []string) {
@@ -132,13 +131,6 @@ func TestRun_SetupErrorsExitWithCode2WithinSecondsSayingWhatToDo(t *testing.T) {
 // uniqueSlot is a slot name no other test uses (slots are cluster-wide).
 func uniqueSlot(*testing.T) string {
 	return fmt.Sprintf("setup_%d", time.Now().UnixNano())
-}
-
-func execSQL(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
-	t.Helper()
-	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
 }
 
 func lastLine(s string) string {

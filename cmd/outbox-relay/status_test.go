@@ -25,7 +25,7 @@ func (prober) Ready() error   { return nil }
 func seedForOperators(t *testing.T) (*pgxpool.Pool, func(args ...string) (string, string, int)) {
 	t.Helper()
 	dbURL, pool := pgtest.Migrated(t)
-	execSQL(t, pool, `WITH ev AS (
+	pgtest.Exec(t, pool, `WITH ev AS (
 		INSERT INTO outbox.events (topic, payload, created_at)
 		SELECT t, '{}', now() - d * interval '1 day'
 		FROM (VALUES ('orders', 10), ('orders', 10), ('orders', 0), ('payments', 10)) AS v(t, d) RETURNING id, topic, created_at)

@@ -75,7 +75,7 @@ func TestRun_TheDebeziumConfigsDatabaseSettingsStandInForDatabaseURLAndStaySecre
 func TestMigrate_AddsMappedTablesToThePublicationAndPrintsTheStatement(t *testing.T) {
 	t.Parallel()
 	dbURL, pool := pgtest.Migrated(t)
-	execSQL(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb)`)
+	pgtest.Exec(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb)`)
 	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
 		"table.include.list": "public.outboxevent", "transforms": "outbox",
 		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`)
@@ -99,13 +99,13 @@ func TestMigrate_GivesAMappedTableItsOrderColumnsWithoutRewritingIt(t *testing.T
 	dbURL, pool := pgtest.Migrated(t)
 	u, _ := url.Parse(dbURL)
 	writer := "writer_" + strings.TrimPrefix(u.Path, "/outbox_test_")
-	execSQL(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb);
+	pgtest.Exec(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb);
 		INSERT INTO public.outboxevent SELECT gen_random_uuid(), 'order', 'o-1', '{}' FROM generate_series(1, 1000);
 		CREATE ROLE `+writer+`;
 		GRANT USAGE ON SCHEMA public TO `+writer+`;
 		GRANT INSERT ON public.outboxevent TO `+writer)
 	t.Cleanup(func() {
-		execSQL(t, pool, `DROP TABLE public.outboxevent; DROP OWNED BY `+writer+`; DROP ROLE `+writer)
+		pgtest.Exec(t, pool, `DROP TABLE public.outboxevent; DROP OWNED BY `+writer+`; DROP ROLE `+writer)
 	})
 	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
 		"table.include.list": "public.outboxevent", "transforms": "outbox",
@@ -129,7 +129,7 @@ func TestMigrate_GivesAMappedTableItsOrderColumnsWithoutRewritingIt(t *testing.T
 	if n := pgtest.Count(t, pool, `SELECT count(*) FROM public.outboxevent WHERE outbox_seq IS NULL AND outbox_created_at IS NOT NULL`); n != 1000 {
 		t.Errorf("%d rows from before without outbox_seq, want 1000", n)
 	}
-	execSQL(t, pool, `SET ROLE `+writer+`;
+	pgtest.Exec(t, pool, `SET ROLE `+writer+`;
 		INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, payload) VALUES (gen_random_uuid(), 'order', 'o-2', '{}');
 		RESET ROLE`)
 	if n := pgtest.Count(t, pool, `SELECT count(*) FROM public.outboxevent WHERE outbox_seq IS NOT NULL`); n != 1 {
@@ -179,7 +179,7 @@ func TestMigrate_ADebeziumConfigBeforeTheFirstRunCreatesThePublicationItNames(t 
 	dbURL, pool := pgtest.Migrated(t)
 	u, _ := url.Parse(dbURL)
 	pub := "pub_" + strings.TrimPrefix(u.Path, "/outbox_test_") // publications are per database; a name of its own all the same
-	execSQL(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb)`)
+	pgtest.Exec(t, pool, `CREATE TABLE public.outboxevent (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb)`)
 	file := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
 		"table.include.list": "public.outboxevent", "transforms": "outbox",
 		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`)

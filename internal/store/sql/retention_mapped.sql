@@ -3,12 +3,7 @@
 -- cut-off ($2), at most $3 of them, and deletes the SENT ones with their
 -- copies, if any. The application's table is never touched.
 WITH unhurried AS (
-    -- This statement's commit does not wait for its WAL to reach the disk
-    -- (synchronous_commit off for its own transaction): the stream's
-    -- commits, which do, waited behind retention's flushes (the growth
-    -- bench at 20,000,000 rows: IO/WALSync and LWLock/WALWrite waits while
-    -- it deleted). A crash may undo its last few hundred milliseconds of
-    -- deletes; the rows are SENT still, and a later pass deletes them again.
+    -- Its commit does not wait for its WAL flush: retention.sql says why.
     SELECT pg_catalog.set_config('synchronous_commit', 'off', true)
 ), walked AS (
     SELECT d.event_id, d.created_at FROM outbox.deliveries d
