@@ -7,10 +7,16 @@
 #
 #   scripts/bench.sh [--events 200000] [--drain-runs 3] [--rates 1000,5000,max] [--steady-duration 10s] [--warmup 2s]
 #                    [--big-transaction 1000000] [--out bench-results] [--pg 18]
+#                    [--server-setting wal_compression=lz4 ...]
 #   scripts/bench.sh --growth 0,5000000,20000000 [--growth-failed 1] [--events 100000] [--steady-duration 10s]
 #
 # --pg N (or PG_MAJOR=N) runs PostgreSQL N (14 to 18) instead of the newest
 # that Debian ships; see scripts/lib.sh.
+#
+# --server-setting NAME=VALUE (repeatable) sets a PostgreSQL setting on the
+# bench's server (ALTER SYSTEM, then a reload) before it runs, such as the
+# settings docs/performance.md recommends; results.json records the WAL and
+# checkpoint settings the run had.
 #
 # --growth 0,5000000,20000000 runs only the growth phase instead (off by
 # default: minutes a size, and about 1 GiB of disk a million rows): for each
@@ -23,6 +29,22 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 pg_parse_args "$@"
 set -- ${PG_ARGS[@]+"${PG_ARGS[@]}"}
+SETTINGS=()
+BENCH_ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --server-setting) SETTINGS+=("${2:?--server-setting needs NAME=VALUE}"); shift 2 ;;
+    --server-setting=*) SETTINGS+=("${1#--server-setting=}"); shift ;;
+    *) BENCH_ARGS+=("$1"); shift ;;
+  esac
+done
+for s in ${SETTINGS[@]+"${SETTINGS[@]}"}; do
+  case "$s" in
+    [a-z_]*=*) [[ "${s%%=*}" =~ ^[a-z_.]+$ ]] || { echo "--server-setting $s: NAME is a PostgreSQL setting's name" >&2; exit 64; } ;;
+    *) echo "--server-setting $s: expected NAME=VALUE, such as wal_compression=lz4" >&2; exit 64 ;;
+  esac
+done
+set -- ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"}
 
 WORK=$(mktemp -d /tmp/outbox-bench.XXXXXX)
 KAFKA_PID=""
@@ -39,6 +61,18 @@ go build -o "$WORK/kafka-dev" ./cmd/kafka-dev
 go build -o "$WORK/outbox-bench" ./cmd/outbox-bench
 
 pg_start
+for s in ${SETTINGS[@]+"${SETTINGS[@]}"}; do
+  # The value is passed as a literal through psql's variable quoting (:'v').
+  psql -X -q -v ON_ERROR_STOP=1 -v v="${s#*=}" "$DATABASE_URL" <<<"ALTER SYSTEM SET ${s%%=*} = :'v';" ||
+    { echo "--server-setting $s: PostgreSQL refused it" >&2; exit 64; }
+done
+if [ ${#SETTINGS[@]} -gt 0 ]; then
+  psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'SELECT pg_reload_conf()' >/dev/null
+  if [ -n "$(psql -X -At "$DATABASE_URL" -c 'SELECT name FROM pg_settings WHERE pending_restart')" ]; then
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 restart >/dev/null # with the options it was started with
+  fi
+  log "server settings: ${SETTINGS[*]}"
+fi
 kafka_dev_start "$WORK/kafka-dev" bench:3 "$WORK/kafka.log"
 "$WORK/outbox-relay" migrate --database-url "$DATABASE_URL" >/dev/null
 

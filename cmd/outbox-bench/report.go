@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -81,6 +82,13 @@ func (b *bench) writeResults() error {
 		"events": b.o.events, "writers": b.o.conns, "steady_duration_s": b.o.steady.Seconds(), "warmup_s": b.o.warmup.Seconds(), "results": b.res}
 	if len(b.growth) > 0 {
 		out["growth"] = b.growth
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if settings, err := b.serverSettings(ctx); err == nil {
+		out["server_settings"] = settings
+	} else {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	j, _ := json.MarshalIndent(out, "", "  ")
 	if err := os.WriteFile(filepath.Join(b.o.outDir, "results.json"), j, 0o644); err != nil {

@@ -10,15 +10,17 @@ import (
 
 // serverWork counts what the server did on its own that can stall the
 // stream: checkpoints (timed, requested) and autovacuum and autoanalyze
-// runs on the outbox's two tables.
+// runs on the outbox's two tables, and the WAL it wrote.
 type serverWork struct {
 	timed, requested, vacuums, analyzes int64
+	wal                                 int64 // bytes: the WAL's insert position
 }
 
 // The counters' statements: checkpoints from pg_stat_checkpointer from
 // PostgreSQL 17, pg_stat_bgwriter before.
 const (
-	serverWorkTables = `SELECT coalesce(sum(autovacuum_count), 0), coalesce(sum(autoanalyze_count), 0)
+	serverWorkTables = `SELECT coalesce(sum(autovacuum_count), 0), coalesce(sum(autoanalyze_count), 0),
+		(pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint
 		FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname IN ('events', 'deliveries')`
 	checkpointsFrom17 = `SELECT num_timed, num_requested FROM pg_stat_checkpointer`
 	checkpointsTo16   = `SELECT checkpoints_timed, checkpoints_req FROM pg_stat_bgwriter`
@@ -37,7 +39,7 @@ func (b *bench) serverWork(ctx context.Context) (w serverWork, err error) {
 	if err := b.pool.QueryRow(ctx, q).Scan(&w.timed, &w.requested); err != nil {
 		return w, fmt.Errorf("reading checkpoints: %w", err)
 	}
-	if err := b.pool.QueryRow(ctx, serverWorkTables).Scan(&w.vacuums, &w.analyzes); err != nil {
+	if err := b.pool.QueryRow(ctx, serverWorkTables).Scan(&w.vacuums, &w.analyzes, &w.wal); err != nil {
 		return w, fmt.Errorf("reading autovacuum runs: %w", err)
 	}
 	return w, nil
@@ -45,8 +47,37 @@ func (b *bench) serverWork(ctx context.Context) (w serverWork, err error) {
 
 // since returns what the server did between before and w, for a log line.
 func (w serverWork) since(before serverWork) string {
-	return fmt.Sprintf("checkpoints %d timed, %d requested; on outbox.events and outbox.deliveries autovacuum %d, autoanalyze %d",
-		w.timed-before.timed, w.requested-before.requested, w.vacuums-before.vacuums, w.analyzes-before.analyzes)
+	return fmt.Sprintf("checkpoints %d timed, %d requested; on outbox.events and outbox.deliveries autovacuum %d, autoanalyze %d; WAL %.1f MB",
+		w.timed-before.timed, w.requested-before.requested, w.vacuums-before.vacuums, w.analyzes-before.analyzes,
+		float64(w.wal-before.wal)/1e6)
+}
+
+// serverSettingsSQL reads the settings that move the figures of a run
+// that writes and deletes a lot (WAL, checkpoints, memory, autovacuum),
+// for results.json, with those the bench's server was started with and
+// those scripts/bench.sh --server-setting changed (ALTER SYSTEM).
+const serverSettingsSQL = `SELECT name, current_setting(name) FROM pg_settings
+	WHERE name IN ('server_version', 'fsync', 'synchronous_commit', 'shared_buffers', 'wal_compression',
+	               'full_page_writes', 'max_wal_size', 'checkpoint_timeout', 'checkpoint_completion_target',
+	               'wal_buffers', 'wal_writer_delay', 'autovacuum', 'data_checksums')
+	   OR source = 'command line' OR sourcefile LIKE '%postgresql.auto.conf'
+	ORDER BY name`
+
+// serverSettings returns serverSettingsSQL's settings, by name.
+func (b *bench) serverSettings(ctx context.Context) (map[string]string, error) {
+	rows, err := b.pool.Query(ctx, serverSettingsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("reading the server's settings: %w", err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return nil, fmt.Errorf("reading the server's settings: %w", err)
+		}
+		out[name] = value
+	}
+	return out, rows.Err()
 }
 
 // noteServerWork reads the server's counters now and returns a function
