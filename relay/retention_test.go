@@ -3,10 +3,14 @@ package relay
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 	"github.com/outbox-relay/outbox-relay/internal/store"
@@ -391,5 +395,43 @@ func TestRetention_AWalkCutShortRecordsWhereItGotTo(t *testing.T) {
 	}
 	if left := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.events`); left != 70 || !got.Equal(want.Add(-time.Second)) {
 		t.Errorf("a walk stopped after 3 batches of 10: %d events left, walked to %s; want 70 left and walked to the 30th event's created_at, %s", left, got, want.Add(-time.Second))
+	}
+}
+
+// TestRetention_SaysWhenItLeadsThatWALCompressionWouldShrinkItsWAL takes
+// the retention lock on a server whose wal_compression is off, then on a
+// session where it is on: only the first says what lz4 would save.
+func TestRetention_SaysWhenItLeadsThatWALCompressionWouldShrinkItsWAL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, pool := pgtest.Migrated(t)
+	var setting string
+	if err := pool.QueryRow(ctx, `SHOW wal_compression`).Scan(&setting); err != nil {
+		t.Fatal(err)
+	}
+	if setting != "off" {
+		t.Skipf("the test server's wal_compression is %s, not off", setting)
+	}
+	compressed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := compressed.Query()
+	q.Set("options", "-c wal_compression=on")                        // a superuser's session setting; "on" (pglz) in every major
+	compressed.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // libpq reads no "+" as a space
+
+	for _, c := range []struct {
+		url  string
+		hint bool
+	}{{u, true}, {compressed.String(), false}} {
+		core, logs := observer.New(zap.InfoLevel)
+		r := &retainer{dbURL: c.url, timeout: 5 * time.Second, store: store.New(pool), age: time.Hour, log: zap.New(core)}
+		if !r.lead(ctx) {
+			t.Fatalf("%s: did not take the free retention lock", c.url)
+		}
+		r.release()
+		if got := logs.FilterMessage(walCompressionHint).Len(); (got == 1) != c.hint {
+			t.Errorf("with %s: the hint logged %d times, want it: %v", c.url, got, c.hint)
+		}
 	}
 }

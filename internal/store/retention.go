@@ -82,6 +82,17 @@ func (s *Store) SaveRetentionProgress(ctx context.Context, mapped bool, p Retent
 	return nil
 }
 
+// WALCompression returns the server's wal_compression setting (off, on,
+// pglz, lz4 or zstd): retention's deletes write a page image for nearly
+// every page they touch, which it compresses.
+func WALCompression(ctx context.Context, db DB) (string, error) {
+	var v string
+	if err := db.QueryRow(ctx, `SELECT pg_catalog.current_setting('wal_compression')`).Scan(&v); err != nil {
+		return "", fmt.Errorf("reading wal_compression: %w", err)
+	}
+	return v, nil
+}
+
 // TryRetentionLock takes the retention advisory lock for the session of db
 // (a dedicated connection), reporting whether it got it.
 func TryRetentionLock(ctx context.Context, db DB) (bool, error) {
