@@ -52,13 +52,16 @@ type Result struct {
 	// BrokerCPU is the development broker's CPU seconds over the same span:
 	// not the relay's cost (a real Kafka runs elsewhere), but taken from the
 	// same two cores.
-	BrokerCPU   float64   `json:"broker_cpu_s,omitempty"`
-	VsDrain     float64   `json:"vs_relay_drain,omitempty"` // backfill: its rate over the relay drain's
-	WriterRate  float64   `json:"writer_rate,omitempty"`
-	TargetRate  int       `json:"target_rate,omitempty"`
-	RunsPerS    []float64 `json:"runs_events_per_s,omitempty"` // every run's rate; the row is their median
-	Late        int       `json:"late,omitempty"`              // steady events not at the consumer a minute after the writer stopped
-	Description string    `json:"description"`
+	BrokerCPU  float64   `json:"broker_cpu_s,omitempty"`
+	VsDrain    float64   `json:"vs_relay_drain,omitempty"` // backfill: its rate over the relay drain's
+	WriterRate float64   `json:"writer_rate,omitempty"`
+	TargetRate int       `json:"target_rate,omitempty"`
+	RunsPerS   []float64 `json:"runs_events_per_s,omitempty"` // every run's rate; the row is their median
+	Late       int       `json:"late,omitempty"`              // steady events not at the consumer a minute after the writer stopped
+	// DeletedMeasured: events retention deleted in a run's measured window
+	// (streamWhileRetaining).
+	DeletedMeasured int    `json:"deleted_while_measured,omitempty"`
+	Description     string `json:"description"`
 
 	latencies []time.Duration // a steady run's, sorted: the growth phase pools its runs'
 }
@@ -130,6 +133,9 @@ type bench struct {
 	serverVersion int
 	// relayLog, when set, receives the relays' stderr instead of os.Stderr.
 	relayLog io.Writer
+	// atMeasure, when set, is called as a steady run's measured window
+	// begins (the end of its warm-up).
+	atMeasure func()
 }
 
 func run(ctx context.Context, o options) error {

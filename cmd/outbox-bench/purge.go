@@ -95,7 +95,28 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 	// delay before it deletes: the measured window starts after them.
 	defer func(w time.Duration) { b.o.warmup = w }(b.o.warmup)
 	b.o.warmup = max(b.o.warmup, retentionWarmup)
+	// How many it deletes in the measured window: a run in which it
+	// deleted nothing measures nothing (it did, once, when a walk went on
+	// from where one over a smaller fill had ended).
+	atMeasure := make(chan int, 1)
+	b.atMeasure = func() {
+		if n, err := older(); err == nil {
+			atMeasure <- n
+		}
+	}
+	defer func() { b.atMeasure = nil }()
 	res, err = b.steady(ctx, 1000, r, r.pid())
+	select {
+	case n := <-atMeasure:
+		if end, oerr := older(); oerr == nil {
+			res.DeletedMeasured = n - end
+			fmt.Fprintf(os.Stderr, "retention run: %d events deleted in the measured window\n", res.DeletedMeasured)
+			if res.DeletedMeasured == 0 {
+				fmt.Fprintln(os.Stderr, "retention run: WARNING: retention deleted nothing while the stream was measured; this run measures the stream alone")
+			}
+		}
+	default:
+	}
 	if stopErr := r.stop(); err == nil {
 		err = stopErr
 	}

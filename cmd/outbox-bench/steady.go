@@ -200,9 +200,13 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess, cpuPID in
 		return proc, b.brokerCPU()
 	}
 	atWarmup := make(chan [2]float64, 1)
+	atMeasure := b.atMeasure
 	measuring := time.AfterFunc(b.o.warmup, func() {
 		relay, broker := cpu()
 		atWarmup <- [2]float64{relay, broker}
+		if atMeasure != nil {
+			atMeasure()
+		}
 	})
 	defer measuring.Stop()
 	w, err := b.write(ctx, rate)
