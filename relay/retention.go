@@ -21,8 +21,9 @@ import (
 // events/s was 3 to 6 times its own even at the base pace, at 200 (4-8 ms)
 // 1.5 times (the growth bench's runs 15 and 16, 5,000,000 rows) but 2.05
 // times at 20,000,000 rows (run 18); at 100, 1.4 times at 5,000,000 rows
-// (run 19), but at 20,000,000 within twice in two runs of four (runs 21
-// to 25, after the cursor below; 50 a statement was worse: run 24). The
+// (run 19), but at 20,000,000 within twice in two runs of five (runs 21
+// to 31, after the cursor below; two of three with wal_compression=lz4;
+// 50 a statement was worse: run 24). The
 // floor of the pause keeps the base pace at most retentionBatch per
 // retentionPause (10,000 a second), as 1,000 per 100 ms did.
 //
