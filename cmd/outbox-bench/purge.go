@@ -109,7 +109,7 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 	}
 	defer func() { b.atMeasure = nil }()
 	res, err = b.steady(ctx, 1000, r, r.pid())
-	select {
+	select { // empty if the run ended before its window, or the read failed
 	case n := <-atMeasure:
 		if end, derr := b.eventsDeleted(ctx); derr == nil {
 			res.DeletedMeasured = int(end - n)

@@ -203,10 +203,10 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess, cpuPID in
 	atMeasure := b.atMeasure
 	measuring := time.AfterFunc(b.o.warmup, func() {
 		relay, broker := cpu()
-		atWarmup <- [2]float64{relay, broker}
 		if atMeasure != nil {
-			atMeasure()
+			atMeasure() // before the send: done by the time steady reads atWarmup
 		}
+		atWarmup <- [2]float64{relay, broker}
 	})
 	defer measuring.Stop()
 	w, err := b.write(ctx, rate)
