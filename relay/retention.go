@@ -173,11 +173,12 @@ func (r *retainer) lead(ctx context.Context) bool {
 }
 
 // walCompressionHint is said once a relay starts running retention on a
-// server with wal_compression off: nearly all of a deleted event's WAL is
+// server with wal_compression off: four fifths of a deleted event's WAL is
 // the page images a checkpoint forces (1,076 bytes an event on the growth
-// bench's rows, 360 with lz4; docs/performance.md).
+// bench's rows, 360 with lz4; pg_waldump --stats: 79 % page images;
+// docs/performance.md).
 const walCompressionHint = "retention: wal_compression is off: each deleted event writes about 1 KB of WAL, " +
-	"nearly all of it page images, which wal_compression=lz4 (PostgreSQL 15 and newer; on before) compresses " +
+	"most of it page images, which wal_compression=lz4 (PostgreSQL 15 and newer; on before) compresses " +
 	"(a third of the bytes on the bench's events; docs/performance.md, Recommended settings)"
 
 func (r *retainer) release() {
