@@ -10,23 +10,22 @@ FROM (SELECT encode(overlay('\x00000000000000000000000000000000'::bytea
              encode(overlay('\x00000000000000000000000000000000'::bytea
                     PLACING substring(int8send(floor(extract(epoch FROM at + interval '1 day') * 1000)::bigint) FROM 3) FROM 1 FOR 6), 'hex')::uuid AS proto_hi
       FROM (SELECT now() + make_interval(secs => :seconds) AS at) t) b \gset
-CREATE TABLE outbox.events_ahead (LIKE outbox.events INCLUDING ALL);
-CREATE TABLE outbox.deliveries_ahead (LIKE outbox.deliveries INCLUDING ALL);
 DO $$
 DECLARE
     lo uuid := current_setting('attach.lo')::uuid;
     hi uuid := current_setting('attach.hi')::uuid;
+    t  text;
+    k  text;
 BEGIN
-    EXECUTE format('ALTER TABLE outbox.events_legacy ADD CONSTRAINT not_ahead CHECK (NOT (id >= %L AND id < %L)) NOT VALID', lo, hi);
-    EXECUTE format('ALTER TABLE outbox.deliveries_legacy ADD CONSTRAINT not_ahead CHECK (NOT (event_id >= %L AND event_id < %L)) NOT VALID', lo, hi);
-END $$;
-ALTER TABLE outbox.events_legacy VALIDATE CONSTRAINT not_ahead;
-ALTER TABLE outbox.deliveries_legacy VALIDATE CONSTRAINT not_ahead;
-DO $$
-DECLARE
-    lo uuid := current_setting('attach.lo')::uuid;
-    hi uuid := current_setting('attach.hi')::uuid;
-BEGIN
-    EXECUTE format('ALTER TABLE outbox.events ATTACH PARTITION outbox.events_ahead FOR VALUES FROM (%L) TO (%L)', lo, hi);
-    EXECUTE format('ALTER TABLE outbox.deliveries ATTACH PARTITION outbox.deliveries_ahead FOR VALUES FROM (%L) TO (%L)', lo, hi);
+    FOREACH t IN ARRAY ARRAY['events', 'deliveries'] LOOP
+        k := CASE t WHEN 'events' THEN 'id' ELSE 'event_id' END;
+        EXECUTE format('CREATE TABLE outbox.%s_ahead (LIKE outbox.%s INCLUDING ALL)', t, t);
+        EXECUTE format('ALTER TABLE outbox.%s_legacy ADD CONSTRAINT not_ahead CHECK (NOT (%s >= %L AND %s < %L)) NOT VALID',
+                       t, k, lo, k, hi);
+        COMMIT;
+        EXECUTE format('ALTER TABLE outbox.%s_legacy VALIDATE CONSTRAINT not_ahead', t);
+        COMMIT;
+        EXECUTE format('ALTER TABLE outbox.%s ATTACH PARTITION outbox.%s_ahead FOR VALUES FROM (%L) TO (%L)', t, t, lo, hi);
+        COMMIT;
+    END LOOP;
 END $$;
