@@ -5,8 +5,9 @@
 # (into the old table, now the DEFAULT partition) and into a range partition
 # attached after it (attach_ahead.sql) must all reach Kafka, and so must
 # events written after a restart of the relay and a resend. Then it runs
-# outbox-relay migrate on the partitioned tables, which fails (indexes.sql's
-# CREATE INDEX CONCURRENTLY is refused on a partitioned table), and says so.
+# outbox-relay migrate on the partitioned tables, which skips the indexes
+# they have (a new one of indexes.sql's could not be built on them: CREATE
+# INDEX CONCURRENTLY is refused on a partitioned table).
 #
 #   scripts/partitions/convert-check.sh [--pg N]
 set -euo pipefail
@@ -59,9 +60,5 @@ q -c "SELECT tableoid::regclass AS partition, count(*) AS events FROM outbox.eve
 if grep -iE '"level":"(warn|error)"|\b(WARN|ERROR)\b' "$WORK/relay.log"; then
   echo "convert-check: the relay warned (above)" >&2; exit 1
 fi
-if out=$("$WORK/outbox-relay" migrate 2>&1); then
-  echo "convert-check: outbox-relay migrate now works on partitioned tables; update docs/performance.md" >&2
-else
-  echo "outbox-relay migrate on the partitioned tables, as expected: $out"
-fi
-echo "convert-check: 13 messages in Kafka, from the old table, the DEFAULT partition and a range partition, across a restart and a resend"
+"$WORK/outbox-relay" migrate >/dev/null || { echo "convert-check: outbox-relay migrate failed on the partitioned tables" >&2; exit 1; }
+echo "convert-check: 13 messages in Kafka, from the old table, the DEFAULT partition and a range partition, across a restart and a resend; outbox-relay migrate ran again"
