@@ -129,7 +129,7 @@ type bench struct {
 	growth   []Growth // the growth phase's rows
 	traced   int      // latency traces written
 	activity int      // activity samples written (retention runs with --latency-trace)
-	// serverVersion is the server's server_version_num, once serverWork has read it.
+	// serverVersion is the server's server_version_num.
 	serverVersion int
 	// relayLog, when set, receives the relays' stderr instead of os.Stderr.
 	relayLog io.Writer
@@ -147,6 +147,9 @@ func run(ctx context.Context, o options) error {
 	b := &bench{o: o, pool: pool}
 	if err := b.exec(ctx, `TRUNCATE outbox.events CASCADE`); err != nil {
 		return fmt.Errorf("the database needs the outbox schema (outbox-relay migrate): %w", err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&b.serverVersion); err != nil {
+		return fmt.Errorf("reading the server's version: %w", err)
 	}
 	if o.stallDrains > 0 {
 		return b.stallDrains(ctx, o.stallDrains)

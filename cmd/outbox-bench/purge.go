@@ -98,21 +98,21 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 	// How many it deletes in the measured window: a run in which it
 	// deleted nothing measures nothing (it did, once, when a walk went on
 	// from where one over a smaller fill had ended). Read from the
-	// server's counter of deleted rows (flushed within a second), not by
-	// counting rows: a count(*) of 20,000,000 events in the measured
-	// window stalled the stream itself (run 30).
-	atMeasure := make(chan int64, 1)
+	// server's counter of deleted rows (serverWork), not by counting rows:
+	// a count(*) of 20,000,000 events in the measured window stalled the
+	// stream itself (run 30).
+	atMeasure := make(chan serverWork, 1)
 	b.atMeasure = func() {
-		if n, err := b.eventsDeleted(ctx); err == nil {
-			atMeasure <- n
+		if w, err := b.serverWork(ctx); err == nil {
+			atMeasure <- w
 		}
 	}
 	defer func() { b.atMeasure = nil }()
 	res, err = b.steady(ctx, 1000, r, r.pid())
 	select { // empty if the run ended before its window, or the read failed
-	case n := <-atMeasure:
-		if end, derr := b.eventsDeleted(ctx); derr == nil {
-			res.DeletedMeasured = int(end - n)
+	case start := <-atMeasure:
+		if end, derr := b.serverWork(ctx); derr == nil {
+			res.DeletedMeasured = int(end.eventsDeleted - start.eventsDeleted)
 			fmt.Fprintf(os.Stderr, "retention run: about %d events deleted in the measured window\n", res.DeletedMeasured)
 			if res.DeletedMeasured == 0 {
 				fmt.Fprintln(os.Stderr, "retention run: WARNING: retention deleted nothing while the stream was measured; this run measures the stream alone")
@@ -132,12 +132,4 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 		return res, 0, 0, lerr
 	}
 	return res, before - left, secs, err
-}
-
-// eventsDeleted reads the server's count of rows deleted from
-// outbox.events so far (pg_stat_user_tables: each backend's counts reach
-// it within a second).
-func (b *bench) eventsDeleted(ctx context.Context) (n int64, err error) {
-	err = b.pool.QueryRow(ctx, `SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'outbox.events'::regclass`).Scan(&n)
-	return n, err
 }

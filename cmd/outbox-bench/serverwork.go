@@ -10,28 +10,26 @@ import (
 
 // serverWork counts what the server did on its own that can stall the
 // stream: checkpoints (timed, requested) and autovacuum and autoanalyze
-// runs on the outbox's two tables, and the WAL it wrote.
+// runs on the outbox's two tables, and the WAL it wrote; and the rows
+// deleted from outbox.events (each backend's counts reach the view within
+// a second).
 type serverWork struct {
 	timed, requested, vacuums, analyzes int64
 	wal                                 int64 // bytes: the WAL's insert position
+	eventsDeleted                       int64
 }
 
 // The counters' statements: checkpoints from pg_stat_checkpointer from
 // PostgreSQL 17, pg_stat_bgwriter before.
 const (
 	serverWorkTables = `SELECT coalesce(sum(autovacuum_count), 0), coalesce(sum(autoanalyze_count), 0),
-		(pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint
+		(pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint, coalesce(sum(n_tup_del) FILTER (WHERE relname = 'events'), 0)
 		FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname IN ('events', 'deliveries')`
 	checkpointsFrom17 = `SELECT num_timed, num_requested FROM pg_stat_checkpointer`
 	checkpointsTo16   = `SELECT checkpoints_timed, checkpoints_req FROM pg_stat_bgwriter`
 )
 
 func (b *bench) serverWork(ctx context.Context) (w serverWork, err error) {
-	if b.serverVersion == 0 {
-		if err := b.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&b.serverVersion); err != nil {
-			return w, fmt.Errorf("reading the server's version: %w", err)
-		}
-	}
 	q := checkpointsTo16
 	if b.serverVersion >= 170000 {
 		q = checkpointsFrom17
@@ -39,7 +37,7 @@ func (b *bench) serverWork(ctx context.Context) (w serverWork, err error) {
 	if err := b.pool.QueryRow(ctx, q).Scan(&w.timed, &w.requested); err != nil {
 		return w, fmt.Errorf("reading checkpoints: %w", err)
 	}
-	if err := b.pool.QueryRow(ctx, serverWorkTables).Scan(&w.vacuums, &w.analyzes, &w.wal); err != nil {
+	if err := b.pool.QueryRow(ctx, serverWorkTables).Scan(&w.vacuums, &w.analyzes, &w.wal, &w.eventsDeleted); err != nil {
 		return w, fmt.Errorf("reading autovacuum runs: %w", err)
 	}
 	return w, nil
