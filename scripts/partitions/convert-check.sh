@@ -3,7 +3,7 @@
 # partitioned retention needs (docs/performance.md, "Partitioned retention:
 # the experiment"): events written before it (into the old table), after it
 # (into the old table, now the DEFAULT partition) and into a range partition
-# attached after it (attach_ahead.sql) must all reach Kafka, and so must
+# attached after it (tools.sql) must all reach Kafka, and so must
 # events written after a restart of the relay and a resend. Then it runs
 # outbox-relay migrate on the partitioned tables, which skips the indexes
 # they have (a new one of indexes.sql's could not be built on them: CREATE
@@ -45,8 +45,9 @@ write before; relay; delivered 3
 log "converting outbox.events and outbox.deliveries (convert.sql) under the running relay"
 q -f "$HERE/convert.sql"
 write default; delivered 6
-log "attaching a range partition ahead (attach_ahead.sql)"
-q -v seconds=2 -f "$HERE/attach_ahead.sql"
+log "attaching a range partition ahead (tools.sql)"
+q -f "$HERE/tools.sql"
+q -c "CALL partition_tools.add_range('outbox', 'legacy', 'ahead', now() + interval '2 seconds', interval '1 day')"
 sleep 3 # the range starts 2 s from its attach: ids of now fall in it from then on
 write ahead; delivered 9
 stop_pid "$RELAY_PID"; relay

@@ -154,7 +154,8 @@ log "while the partitions from $next are created and attached"
 writer "add"
 sleep $((SECONDS_EACH / 4))
 t0=$(date +%s.%N)
-step "add $next (proto.add_range)" q -c "CALL proto.add_range('$next', interval '$HOURS hours')"
+step "add $next (partition_tools.add_range)" q -c "CALL partition_tools.add_range('proto', 'default',
+  to_char(timestamptz '$next' AT TIME ZONE 'UTC', 'YYYYMMDDHH24'), '$next', interval '$HOURS hours')"
 t1=$(date +%s.%N)
 wait "$WRITER"; latency "add"; latency "add" "$t0" "$t1"; steps "add"
 log "summary in $OUT/summary.txt"
