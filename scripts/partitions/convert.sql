@@ -4,7 +4,12 @@
 -- outbox.deliveries into tables partitioned by ranges of event id, with the
 -- old tables, rows and all, as their DEFAULT partitions (no row is copied), in
 -- one transaction that holds both tables for a moment. Then run the relay's
--- migrate (its grants) and CALL proto.add_day for the days ahead (schema.sql).
+-- migrate (its grants) and CALL partition_tools.add_range for the ranges
+-- ahead (tools.sql).
+-- Under a running relay the LOCK TABLE below can be a deadlock's victim (a
+-- relay transaction that holds one of the two tables and waits for the
+-- other); the transaction then rolls back whole: run it again
+-- (convert-check.sh does).
 \set ON_ERROR_STOP on
 BEGIN;
 SET LOCAL lock_timeout = '5s';
