@@ -217,27 +217,43 @@ func (r *retainer) resume(ctx context.Context, mapped bool, cutoff time.Time) in
 		p = store.RetentionProgress{FullWalkAt: now}
 	}
 	saved := time.Now()
-	save := func(to time.Time, done bool) {
+	save := func(to walkCursor, done bool) {
 		if !done && time.Since(saved) < retentionSaveEvery {
 			return
 		}
-		p.WalkedTo, saved = to, time.Now()
+		p.WalkedTo, p.WalkedPast, saved = to.at, to.past, time.Now()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(r.timeout, retentionSaveTimeout))
 		defer cancel()
 		if err := r.store.SaveRetentionProgress(sctx, mapped, p); err != nil && ctx.Err() == nil {
 			r.log.Warn("retention: the next pass may walk again what this one did", zap.Error(err))
 		}
 	}
-	return r.walk(ctx, mapped, p.WalkedTo, cutoff, save)
+	return r.walk(ctx, mapped, walkCursor{p.WalkedTo, p.WalkedPast}, cutoff, save)
+}
+
+// walkCursor is where a walk is: at the events created at at, past the
+// first past of them (walked and kept: FAILED, PENDING, held).
+type walkCursor struct {
+	at   time.Time
+	past int64
+}
+
+// next is the cursor after a step from c that walked events up to one
+// created at last and kept kept of those created at that instant.
+func (c walkCursor) next(last time.Time, kept int64) walkCursor {
+	if last.Equal(c.at) {
+		return walkCursor{c.at, c.past + kept}
+	}
+	return walkCursor{last, kept}
 }
 
 // walk is one pass over outbox.events or, with mapped, over the status rows
-// of mapped events, from the events created at from on; it returns how many
-// it deleted. It calls save (if not nil) with where it has got to after
-// each batch, and with done once it ends.
-func (r *retainer) walk(ctx context.Context, mapped bool, from, cutoff time.Time, save func(to time.Time, done bool)) int64 {
+// of mapped events, from the cursor from on; it returns how many it
+// deleted. It calls save (if not nil) with where it has got to after each
+// batch, and with done once it ends.
+func (r *retainer) walk(ctx context.Context, mapped bool, from walkCursor, cutoff time.Time, save func(to walkCursor, done bool)) int64 {
 	if save == nil {
-		save = func(time.Time, bool) {}
+		save = func(walkCursor, bool) {}
 	}
 	defer func() { save(from, true) }()
 	var total int64
@@ -253,7 +269,7 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from, cutoff time.Time
 		}
 		start := time.Now()
 		done := r.delay.work()
-		walked, last, deleted, err := r.store.RetentionStep(ctx, mapped, from, cutoff, batch)
+		walked, last, deleted, kept, err := r.store.RetentionStep(ctx, mapped, from.at, from.past, cutoff, batch)
 		done()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -264,11 +280,7 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from, cutoff time.Time
 		total += deleted
 		r.deleted(deleted)
 		if last != nil {
-			if walked == batch && last.Equal(from) { // a full batch sharing one created_at, none deletable: step past it
-				from = from.Add(time.Microsecond)
-			} else {
-				from = *last
-			}
+			from = from.next(*last, kept)
 		}
 		if walked < batch || last == nil {
 			break

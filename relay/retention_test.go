@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
@@ -80,7 +81,7 @@ func TestRetention_BacksOffWhileTheSlotLagsOrStatusWritesSlowAndResumes(t *testi
 			return ctx.Err() == nil
 		}}
 
-	total := r.walk(ctx, false, time.Time{}, time.Now().Add(-r.age), nil)
+	total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil)
 
 	want := func(deletedBefore int64) string { // three doubling waits, nothing deleted meanwhile
 		return fmt.Sprint([]pause{{retentionBackoff, deletedBefore}, {2 * retentionBackoff, deletedBefore}, {4 * retentionBackoff, deletedBefore}})
@@ -199,7 +200,7 @@ func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 			return ctx.Err() == nil
 		}}
 	woke = time.Now()
-	total := r.walk(ctx, false, time.Time{}, time.Now().Add(-r.age), nil)
+	total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil)
 	if total != 600 || deleted != 600 {
 		t.Fatalf("walk deleted %d (counted %d), want 600", total, deleted)
 	}
@@ -238,7 +239,7 @@ func TestRetention_KeepsItsBasePaceWhileStreamedEventsComeOverTwiceTheirUsual(t 
 			pauses = append(pauses, d)
 			return ctx.Err() == nil
 		}}
-	if total := r.walk(ctx, false, time.Time{}, time.Now().Add(-r.age), nil); total != 300 {
+	if total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil); total != 300 {
 		t.Fatalf("walk deleted %d, want all 300 (a tail under 20 ms over its floor does not stop it)", total)
 	}
 	for i, d := range pauses {
@@ -275,7 +276,7 @@ func TestRetention_BacksOffWhileStreamedEventsReachKafkaLater(t *testing.T) {
 			}
 			return ctx.Err() == nil
 		}}
-	total := r.walk(ctx, false, time.Time{}, time.Now().Add(-r.age), nil)
+	total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil)
 	if want := []time.Duration{retentionBackoff, 2 * retentionBackoff, 4 * retentionBackoff}; len(waits) < 3 || fmt.Sprint(waits[:3]) != fmt.Sprint(want) {
 		t.Errorf("waits: %v, want %v first: nothing deleted, each wait doubled", waits, want)
 	}
@@ -313,7 +314,7 @@ func TestRetention_WaitsUntilTheStreamsUsualDelayIsKnown(t *testing.T) {
 			}
 			return ctx.Err() == nil
 		}}
-	if total := r.walk(ctx, false, time.Time{}, time.Now().Add(-r.age), nil); total != 30 || waits < 2 {
+	if total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil); total != 30 || waits < 2 {
 		t.Errorf("walk deleted %d after %d waits, want all 30 after waiting for a floor", total, waits)
 	}
 }
@@ -433,5 +434,91 @@ func TestRetention_SaysWhenItLeadsThatWALCompressionWouldShrinkItsWAL(t *testing
 		if got := logs.FilterMessage(walCompressionHint).Len(); (got == 1) != c.hint {
 			t.Errorf("with %s: the hint logged %d times, want it: %v", c.url, got, c.hint)
 		}
+	}
+}
+
+// oneInstant writes, in one statement, n events created at one instant ten
+// days ago (as one transaction's events are: now() is its start), the
+// first failed of them FAILED and the rest SENT, each with its status row;
+// with mapped, the status rows of mapped events instead (no copy, no
+// event). The rows' places in the table follow i.
+func oneInstant(t *testing.T, pool *pgxpool.Pool, mapped bool, n, failed int) {
+	t.Helper()
+	status := fmt.Sprintf(`CASE WHEN i <= %d THEN 'FAILED' ELSE 'SENT' END`, failed)
+	sql := fmt.Sprintf(`WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', jsonb_build_object('i', i), date_trunc('second', now()) - interval '10 days'
+		FROM generate_series(1, %d) i RETURNING id, (payload->>'i')::int AS i)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, %s, 1 FROM ev ORDER BY i`, n, status)
+	if mapped {
+		sql = fmt.Sprintf(`INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, source, topic, created_at)
+			SELECT outbox.event_id('public.outboxevent', i::text), %s, 1, now(), 'public.outboxevent', 'orders',
+			       date_trunc('second', now()) - interval '10 days'
+			FROM generate_series(1, %d) i`, status, n)
+	}
+	pgtest.Exec(t, pool, sql)
+}
+
+// retainerOf walks pool 10 events a batch, without pauses, calling stop
+// (if not nil) after each batch: true ends the walk.
+func retainerOf(t *testing.T, pool *pgxpool.Pool, stop func() bool) *retainer {
+	return &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t),
+		deleted: func(int64) {}, batch: 10,
+		sleep: func(ctx context.Context, _ time.Duration) bool {
+			return ctx.Err() == nil && (stop == nil || !stop())
+		}}
+}
+
+// TestRetention_DeletesEveryEventOfATransactionOfManyBatches walks one
+// transaction's 250 SENT events, all created at one instant, 10 a batch:
+// it deletes all of them. A walk whose cursor was created_at alone stepped
+// a microsecond past the instant once a whole batch of it was walked, and
+// left 230 of them for ever (a walk from the oldest, every hour, took 20
+// more).
+func TestRetention_DeletesEveryEventOfATransactionOfManyBatches(t *testing.T) {
+	t.Parallel()
+	for _, mapped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "events", true: "mapped"}[mapped], func(t *testing.T) {
+			t.Parallel()
+			_, pool := pgtest.Migrated(t)
+			oneInstant(t, pool, mapped, 250, 0)
+			if n := retainerOf(t, pool, nil).walk(context.Background(), mapped, walkCursor{}, time.Now().Add(-7*24*time.Hour), nil); n != 250 {
+				t.Fatalf("walk deleted %d of one transaction's 250 SENT events, want all", n)
+			}
+			if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 0 {
+				t.Fatalf("%d status rows left, want none", n)
+			}
+		})
+	}
+}
+
+// TestRetention_WalksPastTheFAILEDEventsOfOneInstant walks one
+// transaction's 250 events, the first 25 FAILED, the rest SENT, 10 a
+// batch, twice: the first walk stops after 2 batches, having walked 20 of
+// the FAILED ones, and records that (walked_past); the next pass goes on
+// past them and deletes the 225 SENT ones. A walk that stepped past the
+// instant after a batch of 10 FAILED events of it deleted none.
+func TestRetention_WalksPastTheFAILEDEventsOfOneInstant(t *testing.T) {
+	t.Parallel()
+	for _, mapped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "events", true: "mapped"}[mapped], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			_, pool := pgtest.Migrated(t)
+			oneInstant(t, pool, mapped, 250, 25)
+			batches := 0
+			retainerOf(t, pool, func() bool { batches++; return batches == 2 }).pass(ctx)
+			var past int64
+			if err := pool.QueryRow(ctx, `SELECT walked_past FROM outbox.retention_progress WHERE walk = $1`,
+				map[bool]string{false: "events", true: "mapped"}[mapped]).Scan(&past); err != nil || past != 20 {
+				t.Fatalf("after a walk of 2 batches of 10 FAILED events: walked_past %d (%v), want 20", past, err)
+			}
+			retainerOf(t, pool, nil).pass(ctx)
+			if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`); n != 0 {
+				t.Fatalf("%d SENT status rows left of one transaction's 225, want none", n)
+			}
+			if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'FAILED'`); n != 25 {
+				t.Fatalf("%d FAILED status rows left, want the 25", n)
+			}
+		})
 	}
 }

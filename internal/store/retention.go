@@ -24,29 +24,32 @@ var (
 // one at a time.
 const retentionLock = "outbox-relay/retention"
 
-// RetentionStep walks up to limit events created in [from, cutoff) and
+// RetentionStep walks up to limit events created in [from, cutoff), past
+// the first skip (those created at from that earlier steps kept), and
 // deletes the SENT ones with their delivery rows: events of outbox.events,
 // or with mapped, the status rows of mapped events (retention_mapped.sql).
-// It returns how many it
-// walked, the created_at of the last one (the next from) and how many it
-// deleted.
-func (s *Store) RetentionStep(ctx context.Context, mapped bool, from, cutoff time.Time, limit int) (walked int, last *time.Time, deleted int64, err error) {
+// It returns how many it walked, the created_at of the last one (the next
+// from), how many it deleted, and how many of those created at the last
+// one's instant it kept (the next skip: retention.sql says why).
+func (s *Store) RetentionStep(ctx context.Context, mapped bool, from time.Time, skip int64, cutoff time.Time, limit int) (walked int, last *time.Time, deleted, kept int64, err error) {
 	sql := retentionSQL
 	if mapped {
 		sql = retentionMappedSQL
 	}
-	err = s.db.QueryRow(ctx, sql, from, cutoff, limit).Scan(&walked, &last, &deleted)
+	err = s.db.QueryRow(ctx, sql, from, cutoff, limit, skip).Scan(&walked, &last, &deleted, &kept)
 	if err != nil {
-		return 0, nil, 0, fmt.Errorf("deleting delivered events: %w", err)
+		return 0, nil, 0, 0, fmt.Errorf("deleting delivered events: %w", err)
 	}
-	return walked, last, deleted, nil
+	return walked, last, deleted, kept, nil
 }
 
 // RetentionProgress is where a retention walk has got to: the created_at
-// of the last event it walked (WalkedTo; zero: from the oldest), in a walk
+// of the last event it walked (WalkedTo; zero: from the oldest) and how
+// many created at that instant it walked and kept (WalkedPast), in a walk
 // that went on from one that began at the oldest event at FullWalkAt.
 type RetentionProgress struct {
 	WalkedTo   time.Time
+	WalkedPast int64
 	FullWalkAt time.Time
 }
 
@@ -63,7 +66,7 @@ func walkName(mapped bool) string {
 // mapped, over mapped events' status rows) got to; ok is false if none has
 // been recorded.
 func (s *Store) RetentionProgress(ctx context.Context, mapped bool) (p RetentionProgress, ok bool, err error) {
-	err = s.db.QueryRow(ctx, retentionProgressSQL, walkName(mapped)).Scan(&p.WalkedTo, &p.FullWalkAt)
+	err = s.db.QueryRow(ctx, retentionProgressSQL, walkName(mapped)).Scan(&p.WalkedTo, &p.WalkedPast, &p.FullWalkAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return RetentionProgress{}, false, nil
 	}
@@ -76,7 +79,7 @@ func (s *Store) RetentionProgress(ctx context.Context, mapped bool) (p Retention
 // SaveRetentionProgress records where the retention walk over events (or,
 // with mapped, over mapped events' status rows) has got to.
 func (s *Store) SaveRetentionProgress(ctx context.Context, mapped bool, p RetentionProgress) error {
-	if _, err := s.db.Exec(ctx, retentionProgressSaveSQL, walkName(mapped), p.WalkedTo, p.FullWalkAt); err != nil {
+	if _, err := s.db.Exec(ctx, retentionProgressSaveSQL, walkName(mapped), p.WalkedTo, p.WalkedPast, p.FullWalkAt); err != nil {
 		return fmt.Errorf("recording where retention got to: %w", err)
 	}
 	return nil

@@ -51,7 +51,7 @@ func TestRetentionStep_ItsCommitsDoNotWaitForTheWALFlush(t *testing.T) {
 	var from time.Time
 	const steps = 50
 	for i := range steps {
-		walked, last, deleted, err := s.RetentionStep(ctx, false, from, time.Now().Add(-7*24*time.Hour), 10)
+		walked, last, deleted, _, err := s.RetentionStep(ctx, false, from, 0, time.Now().Add(-7*24*time.Hour), 10)
 		if err != nil || walked != 10 || deleted != 10 {
 			t.Fatalf("step %d: walked %d, deleted %d, %v; want 10 and 10", i+1, walked, deleted, err)
 		}

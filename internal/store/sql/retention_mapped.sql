@@ -1,15 +1,13 @@
 -- One step of --retention over mapped events (retention.sql's contract):
 -- walks their status rows by created_at from a cursor ($1) up to a
--- cut-off ($2), at most $3 of them, and deletes the SENT ones with their
--- copies, if any. The application's table is never touched.
+-- cut-off ($2), at most $3 of them past the first $4, and deletes the SENT
+-- ones with their copies, if any. The application's table is never
+-- touched.
 WITH unhurried AS (
     -- Its commit does not wait for its WAL flush: retention.sql says why.
     SELECT pg_catalog.set_config('synchronous_commit', 'off', true)
 ), walked AS (
-    SELECT d.event_id, d.created_at FROM outbox.deliveries d
-    WHERE d.source IS NOT NULL AND d.created_at >= $1 AND d.created_at < $2
-    ORDER BY d.created_at
-    LIMIT $3
+    SELECT w.event_id, w.created_at FROM outbox.retention_walk_mapped($1, $2, $3, $4) w
 ), doomed AS (
     SELECT d.event_id FROM walked w JOIN outbox.deliveries d ON d.event_id = w.event_id
     WHERE d.status = 'SENT'
@@ -17,6 +15,10 @@ WITH unhurried AS (
 ), copies AS (
     DELETE FROM outbox.mapped_events m USING doomed WHERE m.id = doomed.event_id
 ), deleted AS (
-    DELETE FROM outbox.deliveries d USING doomed WHERE d.event_id = doomed.event_id RETURNING 1
+    DELETE FROM outbox.deliveries d USING doomed WHERE d.event_id = doomed.event_id RETURNING d.created_at
+), latest AS (
+    SELECT max(created_at) AS at FROM walked
 )
-SELECT (SELECT count(*) FROM walked), (SELECT max(created_at) FROM walked), (SELECT count(*) FROM deleted) FROM unhurried
+SELECT (SELECT count(*) FROM walked), latest.at, (SELECT count(*) FROM deleted),
+       (SELECT count(*) FROM walked WHERE created_at = latest.at) - (SELECT count(*) FROM deleted WHERE created_at = latest.at)
+FROM unhurried, latest
