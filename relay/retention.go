@@ -78,7 +78,19 @@ const (
 	retentionSlower       = 3
 	retentionLatencyFloor = 5 * time.Millisecond
 	retentionBackoffCap   = 30 * time.Second
+	retentionPastMax      = 10_000
 )
+
+// A walk goes through the events of one instant (one transaction's share
+// its created_at) past the ones it keeps, an offset into that instant's
+// events in the created_at index's order (retention.sql); each step reads
+// the kept ones again before it gets to the others, so a walk through k
+// kept events of one instant reads about k*k/(2*retentionBatch) rows: past
+// retentionPastMax of them (500,000 reads, 100 statements) it steps past
+// the rest of the instant, saying so, as a walk did after one batch before
+// migration 22. A writer's transaction of a million events that all fail
+// would otherwise hold every walk from the oldest event (hourly) there for
+// some 5 billion reads.
 
 // retentionPace is the pause between a walk's batches: yield times the
 // batch's time, at least retentionPause scaled by yield/retentionYield.
@@ -126,8 +138,10 @@ type retainer struct {
 	// delay: how late streamed events reach Kafka (nil: not read).
 	delay *streamDelay
 
-	// Tests shrink these; zero: retentionBatch, and outage.Sleep.
-	batch int
+	// Tests shrink these; zero: retentionBatch, retentionPastMax, and
+	// outage.Sleep.
+	batch   int
+	pastMax int64
 	sleep func(ctx context.Context, d time.Duration) bool
 }
 
@@ -281,6 +295,12 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from walkCursor, cutof
 		r.deleted(deleted)
 		if last != nil {
 			from = from.next(*last, kept)
+			if limit := cmp.Or(r.pastMax, retentionPastMax); from.past > limit {
+				r.log.Warn("retention: stepping past an instant of more kept events than it walks through; "+
+					"the SENT events created at it after these are not deleted by retention (outbox-relay purge deletes them)",
+					zap.Time("created_at", from.at), zap.Int64("kept", from.past), zap.Int64("limit", limit))
+				from = walkCursor{at: from.at.Add(time.Microsecond)}
+			}
 		}
 		if walked < batch || last == nil {
 			break

@@ -522,3 +522,32 @@ func TestRetention_WalksPastTheFAILEDEventsOfOneInstant(t *testing.T) {
 		})
 	}
 }
+
+// TestRetention_StepsPastAnInstantOfMoreKeptEventsThanItWalksThrough walks
+// one transaction's 80 events, the first 50 FAILED, then 5 SENT events of
+// later instants, 10 a batch, with at most 30 kept events of one instant
+// walked through: each step reads the kept ones again, and a writer's
+// million failing events in one transaction would hold every walk there.
+// It steps past the instant once it has walked past 30, saying so, and
+// deletes the 5 later events; the instant's 30 SENT events stay (purge
+// deletes them).
+func TestRetention_StepsPastAnInstantOfMoreKeptEventsThanItWalksThrough(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.Migrated(t)
+	oneInstant(t, pool, false, 80, 50)
+	pgtest.Exec(t, pool, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', date_trunc('second', now()) - interval '9 days' + i * interval '1 second' FROM generate_series(1, 5) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
+	core, logs := observer.New(zap.WarnLevel)
+	r := retainerOf(t, pool, nil)
+	r.log, r.pastMax = zap.New(core), 30
+	if n := r.walk(context.Background(), false, walkCursor{}, time.Now().Add(-7*24*time.Hour), nil); n != 5 {
+		t.Fatalf("walk deleted %d, want the 5 events after the instant", n)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`); n != 30 {
+		t.Fatalf("%d SENT status rows left, want the instant's 30", n)
+	}
+	if w := logs.FilterMessageSnippet("stepping past an instant").All(); len(w) != 1 || w[0].ContextMap()["kept"] != int64(40) {
+		t.Fatalf("warnings: %v; want one, of 40 kept", logs.All())
+	}
+}
