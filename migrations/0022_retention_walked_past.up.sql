@@ -9,12 +9,16 @@
 -- that instant, in the created_at index's order, which deleting the others
 -- does not change.
 
--- How many events created at walked_to the walk has walked and kept: a pass
--- goes on past them.
-ALTER TABLE outbox.retention_progress ADD COLUMN walked_past bigint NOT NULL DEFAULT 0 CHECK (walked_past >= 0);
+-- How many events created at walked_past_at the walk has walked and kept:
+-- a pass goes on past them when walked_past_at is walked_to. A relay of an
+-- earlier release, still running beside a new one, records walked_to
+-- alone, and the count, of another instant, then counts for nothing.
+ALTER TABLE outbox.retention_progress
+    ADD COLUMN walked_past bigint NOT NULL DEFAULT 0 CHECK (walked_past >= 0),
+    ADD COLUMN walked_past_at timestamptz;
 
 COMMENT ON COLUMN outbox.retention_progress.walked_past IS
-    'how many events created at walked_to the walk has walked and kept: the next step walks past them';
+    'how many events created at walked_past_at the walk has walked and kept: the next step walks past them if walked_past_at is walked_to';
 
 -- The events (retention_walk) or mapped events' status rows
 -- (retention_walk_mapped) created in [p_from, p_cutoff), oldest first, past
@@ -24,7 +28,7 @@ COMMENT ON COLUMN outbox.retention_progress.walked_past IS
 -- and the offset walked past others than the ones kept).
 CREATE FUNCTION outbox.retention_walk(p_from timestamptz, p_cutoff timestamptz, p_limit integer, p_skip bigint)
 RETURNS TABLE (id uuid, created_at timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE sql STABLE ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET max_parallel_workers_per_gather = 0
 AS $$
@@ -36,7 +40,7 @@ $$;
 
 CREATE FUNCTION outbox.retention_walk_mapped(p_from timestamptz, p_cutoff timestamptz, p_limit integer, p_skip bigint)
 RETURNS TABLE (event_id uuid, created_at timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE sql STABLE ROWS 100
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off SET max_parallel_workers_per_gather = 0
 AS $$

@@ -89,6 +89,10 @@ GRANT SELECT, INSERT, DELETE ON outbox.delivery_attempts TO outbox_relay;
 -- Where retention's walks have got to (migration 21): the relay that runs
 -- retention reads and writes it.
 GRANT SELECT, INSERT, UPDATE ON outbox.retention_progress TO outbox_relay;
+-- Retention's walks (migration 22), granted outright: a cluster may take
+-- EXECUTE on new functions from PUBLIC (ALTER DEFAULT PRIVILEGES).
+GRANT EXECUTE ON FUNCTION outbox.retention_walk(timestamptz, timestamptz, integer, bigint),
+    outbox.retention_walk_mapped(timestamptz, timestamptz, integer, bigint) TO outbox_relay;
 GRANT SELECT ON outbox.schema_migrations, outbox.relayed_events, outbox.failed_events, outbox.delivery_stats,
     outbox.held_keys TO outbox_relay;
 

@@ -71,3 +71,28 @@ func TestRetentionStep_ItsCommitsDoNotWaitForTheWALFlush(t *testing.T) {
 		t.Errorf("%d events left, want all 500 deleted", left)
 	}
 }
+
+// TestRetentionProgress_ACountOfKeptEventsHoldsOnlyForItsInstant records a
+// walk at an instant past 20 kept events of it, then moves walked_to as a
+// relay of the release before migration 22 does (its statement sets
+// walked_to and full_walk_at alone): the 20 were of another instant, and
+// the walk reads none, where it would have walked past 20 events of the new
+// instant unread.
+func TestRetentionProgress_ACountOfKeptEventsHoldsOnlyForItsInstant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	s := store.New(pool)
+	at := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	if err := s.SaveRetentionProgress(ctx, false, store.RetentionProgress{WalkedTo: at, WalkedPast: 20, FullWalkAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok, err := s.RetentionProgress(ctx, false); err != nil || !ok || p.WalkedPast != 20 || !p.WalkedTo.Equal(at) {
+		t.Fatalf("read back %+v, %v, %v; want past 20 at %s", p, ok, err, at)
+	}
+	pgtest.Exec(t, pool, `INSERT INTO outbox.retention_progress (walk, walked_to, full_walk_at) VALUES ('events', '2026-11-20 13:00Z', '2026-11-20 12:00Z')
+		ON CONFLICT (walk) DO UPDATE SET walked_to = EXCLUDED.walked_to, full_walk_at = EXCLUDED.full_walk_at`)
+	if p, _, err := s.RetentionProgress(ctx, false); err != nil || p.WalkedPast != 0 {
+		t.Fatalf("after an earlier release's relay moved walked_to: %+v, %v; want past 0", p, err)
+	}
+}
