@@ -142,7 +142,7 @@ type retainer struct {
 	// outage.Sleep.
 	batch   int
 	pastMax int64
-	sleep func(ctx context.Context, d time.Duration) bool
+	sleep   func(ctx context.Context, d time.Duration) bool
 }
 
 // run makes a pass every retentionEvery until ctx ends.
