@@ -231,43 +231,27 @@ func (r *retainer) resume(ctx context.Context, mapped bool, cutoff time.Time) in
 		p = store.RetentionProgress{FullWalkAt: now}
 	}
 	saved := time.Now()
-	save := func(to walkCursor, done bool) {
+	save := func(to store.RetentionCursor, done bool) {
 		if !done && time.Since(saved) < retentionSaveEvery {
 			return
 		}
-		p.WalkedTo, p.WalkedPast, saved = to.at, to.past, time.Now()
+		p.Walked, saved = to, time.Now()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(r.timeout, retentionSaveTimeout))
 		defer cancel()
 		if err := r.store.SaveRetentionProgress(sctx, mapped, p); err != nil && ctx.Err() == nil {
 			r.log.Warn("retention: the next pass may walk again what this one did", zap.Error(err))
 		}
 	}
-	return r.walk(ctx, mapped, walkCursor{p.WalkedTo, p.WalkedPast}, cutoff, save)
-}
-
-// walkCursor is where a walk is: at the events created at at, past the
-// first past of them (walked and kept: FAILED, PENDING, held).
-type walkCursor struct {
-	at   time.Time
-	past int64
-}
-
-// next is the cursor after a step from c that walked events up to one
-// created at last and kept kept of those created at that instant.
-func (c walkCursor) next(last time.Time, kept int64) walkCursor {
-	if last.Equal(c.at) {
-		return walkCursor{c.at, c.past + kept}
-	}
-	return walkCursor{last, kept}
+	return r.walk(ctx, mapped, p.Walked, cutoff, save)
 }
 
 // walk is one pass over outbox.events or, with mapped, over the status rows
 // of mapped events, from the cursor from on; it returns how many it
 // deleted. It calls save (if not nil) with where it has got to after each
 // batch, and with done once it ends.
-func (r *retainer) walk(ctx context.Context, mapped bool, from walkCursor, cutoff time.Time, save func(to walkCursor, done bool)) int64 {
+func (r *retainer) walk(ctx context.Context, mapped bool, from store.RetentionCursor, cutoff time.Time, save func(to store.RetentionCursor, done bool)) int64 {
 	if save == nil {
-		save = func(walkCursor, bool) {}
+		save = func(store.RetentionCursor, bool) {}
 	}
 	defer func() { save(from, true) }()
 	var total int64
@@ -283,7 +267,7 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from walkCursor, cutof
 		}
 		start := time.Now()
 		done := r.delay.work()
-		walked, last, deleted, kept, err := r.store.RetentionStep(ctx, mapped, from.at, from.past, cutoff, batch)
+		walked, deleted, to, err := r.store.RetentionStep(ctx, mapped, from, cutoff, batch)
 		done()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -293,25 +277,31 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from walkCursor, cutof
 		}
 		total += deleted
 		r.deleted(deleted)
-		if last != nil {
-			from = from.next(*last, kept)
-			if limit := cmp.Or(r.pastMax, retentionPastMax); from.past > limit {
-				r.log.Warn("retention: stepping past an instant of more kept events than it walks through; "+
-					"the SENT events created at it after these are not deleted by retention (outbox-relay purge deletes them)",
-					zap.Time("created_at", from.at), zap.Int64("kept", from.past), zap.Int64("limit", limit))
-				from = walkCursor{at: from.at.Add(time.Microsecond)}
-			}
-		}
-		if walked < batch || last == nil {
+		from = r.pastKept(to)
+		if walked < batch {
 			break
 		}
 		save(from, false)
 		now := time.Now()
-		if !r.wait(ctx, pace.after(now, now.Sub(start), last, cutoff, r.delay.warm(now))) {
+		if !r.wait(ctx, pace.after(now, now.Sub(start), &to.At, cutoff, r.delay.warm(now))) {
 			break
 		}
 	}
 	return total
+}
+
+// pastKept returns c, or the instant after c's when c is past more kept
+// events of its instant than a walk reads through (retentionPastMax),
+// saying so.
+func (r *retainer) pastKept(c store.RetentionCursor) store.RetentionCursor {
+	limit := cmp.Or(r.pastMax, retentionPastMax)
+	if c.Past <= limit {
+		return c
+	}
+	r.log.Warn("retention: stepping past an instant of more kept events than it walks through; "+
+		"the SENT events created at it after these are not deleted by retention (outbox-relay purge deletes them)",
+		zap.Time("created_at", c.At), zap.Int64("kept", c.Past), zap.Int64("limit", limit))
+	return store.RetentionCursor{At: c.At.Add(time.Microsecond)}
 }
 
 // yield waits, doubling its wait from retentionBackoff up to

@@ -81,7 +81,7 @@ func TestRetention_BacksOffWhileTheSlotLagsOrStatusWritesSlowAndResumes(t *testi
 			return ctx.Err() == nil
 		}}
 
-	total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil)
+	total := r.walk(ctx, false, store.RetentionCursor{}, time.Now().Add(-r.age), nil)
 
 	want := func(deletedBefore int64) string { // three doubling waits, nothing deleted meanwhile
 		return fmt.Sprint([]pause{{retentionBackoff, deletedBefore}, {2 * retentionBackoff, deletedBefore}, {4 * retentionBackoff, deletedBefore}})
@@ -200,7 +200,7 @@ func TestRetention_DeletesABacklogFasterThanItsBasePace(t *testing.T) {
 			return ctx.Err() == nil
 		}}
 	woke = time.Now()
-	total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil)
+	total := r.walk(ctx, false, store.RetentionCursor{}, time.Now().Add(-r.age), nil)
 	if total != 600 || deleted != 600 {
 		t.Fatalf("walk deleted %d (counted %d), want 600", total, deleted)
 	}
@@ -239,7 +239,7 @@ func TestRetention_KeepsItsBasePaceWhileStreamedEventsComeOverTwiceTheirUsual(t 
 			pauses = append(pauses, d)
 			return ctx.Err() == nil
 		}}
-	if total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil); total != 300 {
+	if total := r.walk(ctx, false, store.RetentionCursor{}, time.Now().Add(-r.age), nil); total != 300 {
 		t.Fatalf("walk deleted %d, want all 300 (a tail under 20 ms over its floor does not stop it)", total)
 	}
 	for i, d := range pauses {
@@ -276,7 +276,7 @@ func TestRetention_BacksOffWhileStreamedEventsReachKafkaLater(t *testing.T) {
 			}
 			return ctx.Err() == nil
 		}}
-	total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil)
+	total := r.walk(ctx, false, store.RetentionCursor{}, time.Now().Add(-r.age), nil)
 	if want := []time.Duration{retentionBackoff, 2 * retentionBackoff, 4 * retentionBackoff}; len(waits) < 3 || fmt.Sprint(waits[:3]) != fmt.Sprint(want) {
 		t.Errorf("waits: %v, want %v first: nothing deleted, each wait doubled", waits, want)
 	}
@@ -314,7 +314,7 @@ func TestRetention_WaitsUntilTheStreamsUsualDelayIsKnown(t *testing.T) {
 			}
 			return ctx.Err() == nil
 		}}
-	if total := r.walk(ctx, false, walkCursor{}, time.Now().Add(-r.age), nil); total != 30 || waits < 2 {
+	if total := r.walk(ctx, false, store.RetentionCursor{}, time.Now().Add(-r.age), nil); total != 30 || waits < 2 {
 		t.Errorf("walk deleted %d after %d waits, want all 30 after waiting for a floor", total, waits)
 	}
 }
@@ -481,7 +481,7 @@ func TestRetention_DeletesEveryEventOfATransactionOfManyBatches(t *testing.T) {
 			t.Parallel()
 			_, pool := pgtest.Migrated(t)
 			oneInstant(t, pool, mapped, 250, 0)
-			if n := retainerOf(t, pool, nil).walk(context.Background(), mapped, walkCursor{}, time.Now().Add(-7*24*time.Hour), nil); n != 250 {
+			if n := retainerOf(t, pool, nil).walk(context.Background(), mapped, store.RetentionCursor{}, time.Now().Add(-7*24*time.Hour), nil); n != 250 {
 				t.Fatalf("walk deleted %d of one transaction's 250 SENT events, want all", n)
 			}
 			if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); n != 0 {
@@ -541,7 +541,7 @@ func TestRetention_StepsPastAnInstantOfMoreKeptEventsThanItWalksThrough(t *testi
 	core, logs := observer.New(zap.WarnLevel)
 	r := retainerOf(t, pool, nil)
 	r.log, r.pastMax = zap.New(core), 30
-	if n := r.walk(context.Background(), false, walkCursor{}, time.Now().Add(-7*24*time.Hour), nil); n != 5 {
+	if n := r.walk(context.Background(), false, store.RetentionCursor{}, time.Now().Add(-7*24*time.Hour), nil); n != 5 {
 		t.Fatalf("walk deleted %d, want the 5 events after the instant", n)
 	}
 	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`); n != 30 {

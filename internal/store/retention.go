@@ -24,32 +24,45 @@ var (
 // one at a time.
 const retentionLock = "outbox-relay/retention"
 
-// RetentionStep walks up to limit events created in [from, cutoff), past
-// the first skip (those created at from that earlier steps kept), and
-// deletes the SENT ones with their delivery rows: events of outbox.events,
-// or with mapped, the status rows of mapped events (retention_mapped.sql).
-// It returns how many it walked, the created_at of the last one (the next
-// from), how many it deleted, and how many of those created at the last
-// one's instant it kept (the next skip: retention.sql says why).
-func (s *Store) RetentionStep(ctx context.Context, mapped bool, from time.Time, skip int64, cutoff time.Time, limit int) (walked int, last *time.Time, deleted, kept int64, err error) {
+// RetentionCursor is where a retention walk is: at the events created at
+// At, past the first Past of them, which earlier steps walked and kept
+// (FAILED, PENDING, held). The zero cursor is the oldest event.
+type RetentionCursor struct {
+	At   time.Time
+	Past int64
+}
+
+// RetentionStep walks up to limit events created in [from.At, cutoff),
+// past from.Past, and deletes the SENT ones with their delivery rows:
+// events of outbox.events, or with mapped, the status rows of mapped events
+// (retention_mapped.sql). It returns how many it walked, how many it
+// deleted, and the cursor after them (from itself if it walked none): at
+// the last one's instant, past those of it that this step and, at the same
+// instant, earlier ones kept (retention.sql says why).
+func (s *Store) RetentionStep(ctx context.Context, mapped bool, from RetentionCursor, cutoff time.Time, limit int) (walked int, deleted int64, to RetentionCursor, err error) {
 	sql := retentionSQL
 	if mapped {
 		sql = retentionMappedSQL
 	}
-	err = s.db.QueryRow(ctx, sql, from, cutoff, limit, skip).Scan(&walked, &last, &deleted, &kept)
-	if err != nil {
-		return 0, nil, 0, 0, fmt.Errorf("deleting delivered events: %w", err)
+	var last *time.Time
+	var kept int64
+	err = s.db.QueryRow(ctx, sql, from.At, cutoff, limit, from.Past).Scan(&walked, &last, &deleted, &kept)
+	switch {
+	case err != nil:
+		return 0, 0, from, fmt.Errorf("deleting delivered events: %w", err)
+	case last == nil:
+		return walked, deleted, from, nil
+	case last.Equal(from.At):
+		return walked, deleted, RetentionCursor{from.At, from.Past + kept}, nil
 	}
-	return walked, last, deleted, kept, nil
+	return walked, deleted, RetentionCursor{*last, kept}, nil
 }
 
-// RetentionProgress is where a retention walk has got to: the created_at
-// of the last event it walked (WalkedTo; zero: from the oldest) and how
-// many created at that instant it walked and kept (WalkedPast), in a walk
-// that went on from one that began at the oldest event at FullWalkAt.
+// RetentionProgress is where a retention walk has got to (Walked; zero:
+// from the oldest), in a walk that went on from one that began at the
+// oldest event at FullWalkAt.
 type RetentionProgress struct {
-	WalkedTo   time.Time
-	WalkedPast int64
+	Walked     RetentionCursor
 	FullWalkAt time.Time
 }
 
@@ -66,7 +79,7 @@ func walkName(mapped bool) string {
 // mapped, over mapped events' status rows) got to; ok is false if none has
 // been recorded.
 func (s *Store) RetentionProgress(ctx context.Context, mapped bool) (p RetentionProgress, ok bool, err error) {
-	err = s.db.QueryRow(ctx, retentionProgressSQL, walkName(mapped)).Scan(&p.WalkedTo, &p.WalkedPast, &p.FullWalkAt)
+	err = s.db.QueryRow(ctx, retentionProgressSQL, walkName(mapped)).Scan(&p.Walked.At, &p.Walked.Past, &p.FullWalkAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return RetentionProgress{}, false, nil
 	}
@@ -79,7 +92,7 @@ func (s *Store) RetentionProgress(ctx context.Context, mapped bool) (p Retention
 // SaveRetentionProgress records where the retention walk over events (or,
 // with mapped, over mapped events' status rows) has got to.
 func (s *Store) SaveRetentionProgress(ctx context.Context, mapped bool, p RetentionProgress) error {
-	if _, err := s.db.Exec(ctx, retentionProgressSaveSQL, walkName(mapped), p.WalkedTo, p.WalkedPast, p.FullWalkAt); err != nil {
+	if _, err := s.db.Exec(ctx, retentionProgressSaveSQL, walkName(mapped), p.Walked.At, p.Walked.Past, p.FullWalkAt); err != nil {
 		return fmt.Errorf("recording where retention got to: %w", err)
 	}
 	return nil

@@ -48,14 +48,14 @@ func TestRetentionStep_ItsCommitsDoNotWaitForTheWALFlush(t *testing.T) {
 		break
 	}
 	s := store.New(conn)
-	var from time.Time
+	var from store.RetentionCursor
 	const steps = 50
 	for i := range steps {
-		walked, last, deleted, _, err := s.RetentionStep(ctx, false, from, 0, time.Now().Add(-7*24*time.Hour), 10)
+		walked, deleted, to, err := s.RetentionStep(ctx, false, from, time.Now().Add(-7*24*time.Hour), 10)
 		if err != nil || walked != 10 || deleted != 10 {
 			t.Fatalf("step %d: walked %d, deleted %d, %v; want 10 and 10", i+1, walked, deleted, err)
 		}
-		from = *last
+		from = to
 	}
 	conn.Close(ctx) // its statistics reach pg_stat_wal as its session ends
 	// Poll: a step that flushed shows as 50 flushes within a second or two.
@@ -84,15 +84,15 @@ func TestRetentionProgress_ACountOfKeptEventsHoldsOnlyForItsInstant(t *testing.T
 	_, pool := pgtest.Migrated(t)
 	s := store.New(pool)
 	at := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
-	if err := s.SaveRetentionProgress(ctx, false, store.RetentionProgress{WalkedTo: at, WalkedPast: 20, FullWalkAt: at}); err != nil {
+	if err := s.SaveRetentionProgress(ctx, false, store.RetentionProgress{Walked: store.RetentionCursor{At: at, Past: 20}, FullWalkAt: at}); err != nil {
 		t.Fatal(err)
 	}
-	if p, ok, err := s.RetentionProgress(ctx, false); err != nil || !ok || p.WalkedPast != 20 || !p.WalkedTo.Equal(at) {
+	if p, ok, err := s.RetentionProgress(ctx, false); err != nil || !ok || p.Walked.Past != 20 || !p.Walked.At.Equal(at) {
 		t.Fatalf("read back %+v, %v, %v; want past 20 at %s", p, ok, err, at)
 	}
 	pgtest.Exec(t, pool, `INSERT INTO outbox.retention_progress (walk, walked_to, full_walk_at) VALUES ('events', '2026-11-20 13:00Z', '2026-11-20 12:00Z')
 		ON CONFLICT (walk) DO UPDATE SET walked_to = EXCLUDED.walked_to, full_walk_at = EXCLUDED.full_walk_at`)
-	if p, _, err := s.RetentionProgress(ctx, false); err != nil || p.WalkedPast != 0 {
+	if p, _, err := s.RetentionProgress(ctx, false); err != nil || p.Walked.Past != 0 {
 		t.Fatalf("after an earlier release's relay moved walked_to: %+v, %v; want past 0", p, err)
 	}
 }
