@@ -68,6 +68,13 @@ type streamDelay struct {
 	maxima    []time.Duration // of quiet seconds, oldest first, at most delayFloorSeconds
 	working   int             // background work running now
 	settled   time.Time       // the end of the latest work, plus delaySettle
+	arrivals  []arrival       // events streamed a second, the last delayRateSeconds
+}
+
+// arrival is how many streamed events reached Kafka in one second.
+type arrival struct {
+	second time.Time
+	events int
 }
 
 const (
@@ -131,6 +138,51 @@ func (s *streamDelay) observe(at time.Time, d time.Duration) {
 		return
 	}
 	s.second, s.slowest, s.disturbed, s.last = sec, d, busy, at
+}
+
+// delayRateSeconds: the stream's rate (rate) is its events over this many
+// whole seconds.
+const delayRateSeconds = 10
+
+// arrived counts n streamed events that reached Kafka at at; on a nil s it
+// does nothing.
+func (s *streamDelay) arrived(at time.Time, n int) {
+	if s == nil || n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sec := at.Truncate(time.Second)
+	if last := len(s.arrivals) - 1; last >= 0 && s.arrivals[last].second.Equal(sec) {
+		s.arrivals[last].events += n
+		return
+	}
+	s.arrivals = append(s.arrivals, arrival{second: sec, events: n})
+	if extra := len(s.arrivals) - delayRateSeconds - 1; extra > 0 {
+		s.arrivals = s.arrivals[extra:]
+	}
+}
+
+// rate returns the streamed events a second over the delayRateSeconds
+// whole seconds before now's (0 on a nil s, or while the stream is idle).
+func (s *streamDelay) rate(now time.Time) float64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle(now) {
+		return 0
+	}
+	end := now.Truncate(time.Second)
+	from := end.Add(-delayRateSeconds * time.Second)
+	n := 0
+	for _, a := range s.arrivals {
+		if !a.second.Before(from) && a.second.Before(end) {
+			n += a.events
+		}
+	}
+	return float64(n) / delayRateSeconds
 }
 
 // delayRise: the tail's rise over its floor that is strain, beyond the

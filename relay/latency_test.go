@@ -124,3 +124,35 @@ func TestStreamDelay_WarmPastOneAndAHalfItsFloor(t *testing.T) {
 		t.Error("a nil streamDelay (no stream followed) is warm")
 	}
 }
+
+// TestStreamDelay_RateIsTheStreamsEventsASecondOverItsLastTenSeconds
+// counts a stream of 10 events every 100 ms (100 a second) for 30 s, then
+// 50 every 100 ms for 5 s: 100 a second, then 300 (five seconds of each),
+// and 0 once the stream has been idle for 5 s, as for a nil streamDelay (poll
+// mode).
+func TestStreamDelay_RateIsTheStreamsEventsASecondOverItsLastTenSeconds(t *testing.T) {
+	var s streamDelay
+	t0 := time.Now().Truncate(time.Second)
+	count := func(from, to time.Time, n int) {
+		for at := from; at.Before(to); at = at.Add(100 * time.Millisecond) {
+			s.observe(at, 2*time.Millisecond)
+			s.arrived(at, n)
+		}
+	}
+	count(t0, t0.Add(30*time.Second), 10)
+	if got := s.rate(t0.Add(30 * time.Second)); got != 100 {
+		t.Fatalf("after 30 s of 100 a second: rate %v, want 100", got)
+	}
+	count(t0.Add(30*time.Second), t0.Add(35*time.Second), 50)
+	if got := s.rate(t0.Add(35 * time.Second)); got != 300 {
+		t.Fatalf("5 s of 100 a second, then 5 of 500: rate %v, want 300", got)
+	}
+	if got := s.rate(t0.Add(41 * time.Second)); got != 0 {
+		t.Fatalf("6 s after the last event: rate %v, want 0 (idle)", got)
+	}
+	var none *streamDelay
+	none.arrived(time.Now(), 10)
+	if got := none.rate(time.Now()); got != 0 {
+		t.Fatalf("no stream followed: rate %v, want 0", got)
+	}
+}

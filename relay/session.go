@@ -481,6 +481,7 @@ func (s *session) write() error {
 		rows.Reset()
 		var firstAck time.Time
 		var slowest time.Duration // the group's largest commit-to-ack
+		acked := 0                // the group's events Kafka acknowledged
 		for _, b := range group {
 			first := b.firstSeq()
 			for i := range b.events {
@@ -502,6 +503,7 @@ func (s *session) write() error {
 						took := at.Sub(e.commitTime)
 						s.r.metrics.CommitToAck.Observe(took.Seconds())
 						slowest = max(slowest, took)
+						acked++
 						if firstAck.IsZero() || at.Before(firstAck) {
 							firstAck = at
 						}
@@ -510,7 +512,9 @@ func (s *session) write() error {
 			}
 		}
 		if !firstAck.IsZero() {
-			s.r.streamDelay.observe(time.Now(), slowest)
+			now := time.Now()
+			s.r.streamDelay.observe(now, slowest)
+			s.r.streamDelay.arrived(now, acked)
 		}
 		if err := s.writeOutcomes(rows, policy); err != nil {
 			return s.gaveUp(err)
