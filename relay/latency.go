@@ -110,12 +110,18 @@ func (s *streamDelay) work() (done func()) {
 
 // observe adds a group's largest commit-to-ack time d, seen at at; on a nil
 // s it does nothing.
-func (s *streamDelay) observe(at time.Time, d time.Duration) {
+func (s *streamDelay) observe(at time.Time, d time.Duration) { s.observeGroup(at, d, 0) }
+
+// observeGroup adds a status group of n events with an outcome from Kafka,
+// the largest commit-to-ack time among them d, seen at at; on a nil s it
+// does nothing.
+func (s *streamDelay) observeGroup(at time.Time, d time.Duration, n int) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.count(at, n)
 	sec := at.Truncate(time.Second)
 	busy := s.working > 0 || at.Before(s.settled)
 	switch {
@@ -140,31 +146,32 @@ func (s *streamDelay) observe(at time.Time, d time.Duration) {
 	s.second, s.slowest, s.disturbed, s.last = sec, d, busy, at
 }
 
-// delayRateSeconds: the stream's rate (rate) is its events over this many
-// whole seconds.
+// delayRateSeconds: the stream's rate (rate) is its events over at most
+// this many whole seconds.
 const delayRateSeconds = 10
 
-// arrived counts n streamed events that reached Kafka at at; on a nil s it
-// does nothing.
-func (s *streamDelay) arrived(at time.Time, n int) {
-	if s == nil || n <= 0 {
+// count adds n events streamed at at, with s.mu held.
+func (s *streamDelay) count(at time.Time, n int) {
+	if n <= 0 {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	sec := at.Truncate(time.Second)
 	if last := len(s.arrivals) - 1; last >= 0 && s.arrivals[last].second.Equal(sec) {
 		s.arrivals[last].events += n
 		return
 	}
 	s.arrivals = append(s.arrivals, arrival{second: sec, events: n})
-	if extra := len(s.arrivals) - delayRateSeconds - 1; extra > 0 {
-		s.arrivals = s.arrivals[extra:]
+	old := 0 // seconds too old to count, or more than are counted (a clock set back)
+	for old < len(s.arrivals) && (s.arrivals[old].second.Before(sec.Add(-delayRateSeconds*time.Second)) || len(s.arrivals)-old > delayRateSeconds+1) {
+		old++
 	}
+	s.arrivals = s.arrivals[old:]
 }
 
-// rate returns the streamed events a second over the delayRateSeconds
-// whole seconds before now's (0 on a nil s, or while the stream is idle).
+// rate returns the streamed events a second over the whole seconds before
+// now's, the last delayRateSeconds of them or fewer since the stream began
+// or was last idle; 0 on a nil s, while the stream is idle, or with no whole
+// second yet.
 func (s *streamDelay) rate(now time.Time) float64 {
 	if s == nil {
 		return 0
@@ -176,13 +183,22 @@ func (s *streamDelay) rate(now time.Time) float64 {
 	}
 	end := now.Truncate(time.Second)
 	from := end.Add(-delayRateSeconds * time.Second)
-	n := 0
-	for _, a := range s.arrivals {
+	n, first := 0, end
+	for i, a := range s.arrivals {
+		if i > 0 && a.second.Sub(s.arrivals[i-1].second) > delayIdle {
+			n, first = 0, end // an idle gap: count from after it
+		}
 		if !a.second.Before(from) && a.second.Before(end) {
 			n += a.events
+			if a.second.Before(first) {
+				first = a.second
+			}
 		}
 	}
-	return float64(n) / delayRateSeconds
+	if secs := end.Sub(first) / time.Second; secs > 0 {
+		return float64(n) / float64(secs)
+	}
+	return 0
 }
 
 // delayRise: the tail's rise over its floor that is strain, beyond the

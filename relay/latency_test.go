@@ -125,33 +125,52 @@ func TestStreamDelay_WarmPastOneAndAHalfItsFloor(t *testing.T) {
 	}
 }
 
+// feedEvents observes a group of n events whose slowest took d every 100
+// ms from from up to (not including) to.
+func feedEvents(s *streamDelay, from, to time.Time, d time.Duration, n int) {
+	for at := from; at.Before(to); at = at.Add(100 * time.Millisecond) {
+		s.observeGroup(at, d, n)
+	}
+}
+
 // TestStreamDelay_RateIsTheStreamsEventsASecondOverItsLastTenSeconds
-// counts a stream of 10 events every 100 ms (100 a second) for 30 s, then
-// 50 every 100 ms for 5 s: 100 a second, then 300 (five seconds of each),
-// and 0 once the stream has been idle for 5 s, as for a nil streamDelay (poll
-// mode).
+// counts a stream of 10 events every 100 ms (100 a second): 3 s after it
+// began, 100 a second (not 30: it counts the seconds it has seen, up to 10);
+// after 30 s, 100; then 50 every 100 ms for 5 s, 300 over the last 10 s;
+// 0 once it has been idle for 5 s, as for a nil streamDelay (poll mode); and
+// 2 s after it starts again, 100, not counting the seconds before it was
+// idle.
 func TestStreamDelay_RateIsTheStreamsEventsASecondOverItsLastTenSeconds(t *testing.T) {
 	var s streamDelay
 	t0 := time.Now().Truncate(time.Second)
-	count := func(from, to time.Time, n int) {
-		for at := from; at.Before(to); at = at.Add(100 * time.Millisecond) {
-			s.observe(at, 2*time.Millisecond)
-			s.arrived(at, n)
-		}
+	at := func(secs float64) time.Time { return t0.Add(time.Duration(secs * float64(time.Second))) }
+	feedEvents(&s, t0, at(3), 2*time.Millisecond, 10)
+	if got := s.rate(at(3)); got != 100 {
+		t.Fatalf("3 s into a stream of 100 a second: rate %v, want 100", got)
 	}
-	count(t0, t0.Add(30*time.Second), 10)
-	if got := s.rate(t0.Add(30 * time.Second)); got != 100 {
+	feedEvents(&s, at(3), at(30), 2*time.Millisecond, 10)
+	if got := s.rate(at(30)); got != 100 {
 		t.Fatalf("after 30 s of 100 a second: rate %v, want 100", got)
 	}
-	count(t0.Add(30*time.Second), t0.Add(35*time.Second), 50)
-	if got := s.rate(t0.Add(35 * time.Second)); got != 300 {
+	if got := s.rate(at(30.5)); got != 100 {
+		t.Fatalf("half a second later: rate %v, want 100 (whole seconds only)", got)
+	}
+	feedEvents(&s, at(30), at(35), 2*time.Millisecond, 50)
+	if got := s.rate(at(35)); got != 300 {
 		t.Fatalf("5 s of 100 a second, then 5 of 500: rate %v, want 300", got)
 	}
-	if got := s.rate(t0.Add(41 * time.Second)); got != 0 {
+	if got := s.rate(at(41)); got != 0 {
 		t.Fatalf("6 s after the last event: rate %v, want 0 (idle)", got)
 	}
+	feedEvents(&s, at(41), at(43), 2*time.Millisecond, 10)
+	if got := s.rate(at(43)); got != 100 {
+		t.Fatalf("2 s after the stream started again at 100 a second: rate %v, want 100", got)
+	}
+	if len(s.arrivals) > delayRateSeconds+1 {
+		t.Errorf("%d seconds of arrivals kept, want at most %d", len(s.arrivals), delayRateSeconds+1)
+	}
 	var none *streamDelay
-	none.arrived(time.Now(), 10)
+	none.observeGroup(time.Now(), time.Millisecond, 10)
 	if got := none.rate(time.Now()); got != 0 {
 		t.Fatalf("no stream followed: rate %v, want 0", got)
 	}

@@ -3,6 +3,7 @@ package relay
 import (
 	"cmp"
 	"context"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,6 +95,7 @@ const (
 	retentionPastMax      = 10_000
 	retentionKeepUp       = 1.25
 	retentionKeepUpMax    = 5 * time.Second
+	retentionHeldEvery    = 10 * time.Minute
 )
 
 // A walk goes through the events of one instant (one transaction's share
@@ -125,27 +127,28 @@ func newRetentionPace() retentionPace { return retentionPace{yield: retentionYie
 // after returns the pause after a batch that took took, ending at now, whose
 // newest event was created at last (nil: none walked), in a walk up to
 // cutoff, with the stream's tail past one and a half times its usual or not
-// (warm), where keepUp is the time a batch may take, pause included, to
-// delete retentionKeepUp times the events the stream carries (0: the
-// stream is idle or not followed).
+// (warm), where keepUp is the time a batch may take, pause included, and
+// still keep up (keepUpPeriod; 0: no such bound).
 //
 // While the tail is warm it holds that period, even when that is slower
 // than the base pace, and lets go of it a tenth every retentionSpeedupEvery
 // once the tail is not; it speeds up past the base pace while behind and
 // the stream is not warm, a step every retentionSpeedupEvery at most, and
-// is back at the base pace otherwise.
+// is back at the base pace otherwise. It is never faster than it was
+// before the period existed: holding only lengthens a pause.
 func (p *retentionPace) after(now time.Time, took time.Duration, last *time.Time, cutoff time.Time, warm bool, keepUp time.Duration) time.Duration {
 	behind := last != nil && cutoff.Sub(*last) > retentionBehind
-	due := now.Sub(p.sped) >= retentionSpeedupEvery
+	steps := int(now.Sub(p.sped) / retentionSpeedupEvery) // quarter seconds since the last change
 	switch {
 	case warm:
 		p.yield, p.hold, p.sped = retentionYield, 1, now
-	case p.hold > 0 && due:
-		p.hold, p.sped = p.hold*retentionSpeedup, now
+	case p.hold > 0 && steps > 0:
+		p.hold *= math.Pow(retentionSpeedup, float64(steps))
+		p.sped = p.sped.Add(time.Duration(steps) * retentionSpeedupEvery)
 	case p.hold > 0:
 	case !behind:
 		p.yield, p.sped = retentionYield, now
-	case due:
+	case steps > 0:
 		p.yield, p.sped = max(p.yield*retentionSpeedup, retentionYieldMin), now
 	}
 	floor := time.Duration(float64(retentionPause) * p.yield / retentionYield)
@@ -157,15 +160,26 @@ func (p *retentionPace) after(now time.Time, took time.Duration, last *time.Time
 	return pause
 }
 
-// keepUpPeriod is the time a batch of walked events may take, pause
-// included, for retention to delete retentionKeepUp times the events the
-// stream carries a second (rate), at most retentionKeepUpMax; 0 for a rate
-// of 0 (an idle stream, or none followed).
-func keepUpPeriod(walked int, rate float64) time.Duration {
+// holding reports whether the last pause was lengthened to keep to the
+// stream's pace.
+func (p *retentionPace) holding() bool { return p.hold > 0 }
+
+// keepUpPeriod is the time a batch of walked events, created over span
+// (the created_at of the last one walked before it to its newest), may
+// take, pause included, for retention to walk retentionKeepUp times the
+// events the stream carries a second (rate) and retentionKeepUp times as
+// fast as those events were created: whichever is faster, so that it
+// neither falls behind the events that reach the cut-off (created at
+// another rate than the stream's now) nor the stream; at most
+// retentionKeepUpMax. 0 (no bound) for a rate of 0: an idle stream, or none
+// followed.
+func keepUpPeriod(walked int, rate float64, span time.Duration) time.Duration {
 	if rate <= 0 || walked <= 0 {
 		return 0
 	}
-	return min(time.Duration(float64(walked)/(retentionKeepUp*rate)*float64(time.Second)), retentionKeepUpMax)
+	byRate := time.Duration(float64(walked) / (retentionKeepUp * rate) * float64(time.Second))
+	byAge := time.Duration(float64(max(span, 0)) / retentionKeepUp)
+	return min(byRate, byAge, retentionKeepUpMax)
 }
 
 // retainer deletes SENT events older than the retention with their delivery
@@ -188,6 +202,8 @@ type retainer struct {
 	status *statusLatency
 	// delay: how late streamed events reach Kafka (nil: not read).
 	delay *streamDelay
+
+	heldSaid time.Time // when it last said it keeps to the stream's pace
 
 	// Tests shrink these; zero: retentionBatch, retentionPastMax, and
 	// outage.Sleep.
@@ -315,7 +331,9 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from store.RetentionCu
 		}
 		if strained {
 			pace = newRetentionPace()
+			pace.hold = 1 // what strained the stream may still warm it
 		}
+		prev := from.At
 		start := time.Now()
 		done := r.delay.work()
 		walked, deleted, to, err := r.store.RetentionStep(ctx, mapped, from, cutoff, batch)
@@ -334,8 +352,15 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from store.RetentionCu
 		}
 		save(from, false)
 		now := time.Now()
-		keepUp := keepUpPeriod(walked, r.delay.rate(now))
-		if !r.wait(ctx, pace.after(now, now.Sub(start), &to.At, cutoff, r.delay.warm(now), keepUp)) {
+		rate := r.delay.rate(now)
+		keepUp := keepUpPeriod(walked, rate, to.At.Sub(prev))
+		pause := pace.after(now, now.Sub(start), &to.At, cutoff, r.delay.warm(now), keepUp)
+		if pace.holding() && now.Sub(r.heldSaid) >= retentionHeldEvery {
+			r.heldSaid = now
+			r.log.Info("retention: walking no faster than keeping up with the stream while its slowest events are late",
+				zap.Float64("stream_events_per_second", rate), zap.Duration("batch_period", keepUp), zap.Time("walked_to", to.At))
+		}
+		if !r.wait(ctx, pause) {
 			break
 		}
 	}

@@ -226,6 +226,14 @@ func TestRetentionPace_HoldsTheStreamsPaceWhileItsTailIsWarm(t *testing.T) {
 	if last := pauses[len(pauses)-1]; last >= base {
 		t.Errorf("behind, the tail cool for %d quarter seconds: pause %s, want under the base pace's %s (speeding up again)", len(pauses), last, base)
 	}
+	// A period longer than a quarter second is let go of by the time gone,
+	// not a tenth a batch: a second after the tail cooled, four tenths.
+	p = newRetentionPace()
+	p.after(at, took, &old, cutoff, true, time.Second)
+	at = at.Add(time.Second)
+	if got, want := p.after(at, took, &old, cutoff, false, time.Second), time.Duration(0.9*0.9*0.9*0.9*float64(time.Second))-took; got != want {
+		t.Errorf("a second after the tail cooled, a period of 1 s: pause %s, want %s (four tenths let go)", got, want)
+	}
 	if got := p.after(tick(), took, &old, cutoff, true, 0); got != base {
 		t.Errorf("warm, the stream's rate unknown: pause %s, want the base pace's %s", got, base)
 	}
@@ -247,12 +255,12 @@ func TestRetention_KeepsUpWithTheStreamWhileItsTailIsWarm(t *testing.T) {
 	pool := withSentEvents(t, 300, "10 days")
 	delay := &streamDelay{}
 	now := time.Now()
-	feed(delay, now.Add(-4*time.Minute), now.Add(-3*time.Second), 4*time.Millisecond)
-	feed(delay, now.Add(-2900*time.Millisecond), now.Add(time.Minute), 10*time.Millisecond)
-	for at := now.Add(-20 * time.Second); at.Before(now); at = at.Add(100 * time.Millisecond) {
-		delay.arrived(at, 10)
+	feedEvents(delay, now.Add(-4*time.Minute), now.Add(-3*time.Second), 4*time.Millisecond, 10)
+	fed := now.Add(-3 * time.Second)
+	for ; !fed.Add(100 * time.Millisecond).After(now); fed = fed.Add(100 * time.Millisecond) {
+		delay.observeGroup(fed, 10*time.Millisecond, 10)
 	}
-	period := keepUpPeriod(10, 100)
+	period := keepUpPeriod(10, 100, time.Hour)
 	if period != 80*time.Millisecond {
 		t.Fatalf("keep-up period of 10 events at 100 a second: %s, want 80ms", period)
 	}
@@ -263,6 +271,9 @@ func TestRetention_KeepsUpWithTheStreamWhileItsTailIsWarm(t *testing.T) {
 		deleted: func(int64) {},
 		sleep: func(ctx context.Context, d time.Duration) bool {
 			steps = append(steps, step{d, time.Since(woke)})
+			for at := time.Now(); !fed.Add(100 * time.Millisecond).After(at); fed = fed.Add(100 * time.Millisecond) {
+				delay.observeGroup(fed, 10*time.Millisecond, 10) // the stream goes on, as slow, however long the walk takes
+			}
 			woke = time.Now()
 			return ctx.Err() == nil
 		}}
@@ -274,9 +285,58 @@ func TestRetention_KeepsUpWithTheStreamWhileItsTailIsWarm(t *testing.T) {
 		t.Fatalf("%d pauses, want one after each full batch: %v", len(steps), steps)
 	}
 	for i, s := range steps {
-		if s.pause+s.batch < period {
-			t.Fatalf("batch %d took %s and paused %s: %s, want at least the %s that keeps up with the stream (all: %v)", i+1, s.batch, s.pause, s.pause+s.batch, period, steps)
+		if s.pause+s.batch < period || s.pause > period*11/10 {
+			t.Fatalf("batch %d took %s and paused %s, want the pause to make up the %s that keeps up with the stream, no more (all: %v)", i+1, s.batch, s.pause, period, steps)
 		}
+	}
+}
+
+// TestRetention_KeepsUpWithTheEventsItWalksWhenTheyCameFasterThanTheStream:
+// the events that reach the cut-off were created a retention ago, at
+// another rate than the stream's now. Walking 300 SENT events ten days
+// old, created 10 ms apart (100 a second), 10 a batch, while the stream
+// carries 10 events a second with its tail warm: each batch and its pause
+// take at most the 80 ms that walk 1.25 times as fast as those events
+// were created, not the 800 ms that keep up with the stream, which would
+// fall behind the cut-off by 7 s of events a minute.
+func TestRetention_KeepsUpWithTheEventsItWalksWhenTheyCameFasterThanTheStream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := withSentEventsApart(t, 300, "10 days", 10*time.Millisecond)
+	delay := &streamDelay{}
+	now := time.Now()
+	feedEvents(delay, now.Add(-4*time.Minute), now.Add(-3*time.Second), 4*time.Millisecond, 1)
+	fed := now.Add(-3 * time.Second)
+	for ; !fed.Add(100 * time.Millisecond).After(now); fed = fed.Add(100 * time.Millisecond) {
+		delay.observeGroup(fed, 10*time.Millisecond, 1)
+	}
+	if got := keepUpPeriod(10, 10, 100*time.Millisecond); got != 80*time.Millisecond {
+		t.Fatalf("keep-up period of 10 events created over 100 ms, the stream at 10 a second: %s, want 80ms", got)
+	}
+	var pauses []time.Duration
+	r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t), batch: 10, delay: delay,
+		deleted: func(int64) {},
+		sleep: func(ctx context.Context, d time.Duration) bool {
+			pauses = append(pauses, d)
+			for at := time.Now(); !fed.Add(100 * time.Millisecond).After(at); fed = fed.Add(100 * time.Millisecond) {
+				delay.observeGroup(fed, 10*time.Millisecond, 1)
+			}
+			return ctx.Err() == nil
+		}}
+	if total := r.walk(ctx, false, store.RetentionCursor{}, time.Now().Add(-r.age), nil); total != 300 {
+		t.Fatalf("walk deleted %d, want all 300", total)
+	}
+	held := 0
+	for i, d := range pauses[1:] { // the first batch's span is from the zero cursor
+		if d >= 80*time.Millisecond {
+			t.Fatalf("pause %d: %s, want under the 80 ms that walk 1.25 times as fast as the events were created (all: %v)", i+2, d, pauses)
+		}
+		if d > 20*time.Millisecond {
+			held++
+		}
+	}
+	if held < len(pauses)/2 {
+		t.Errorf("%d of %d pauses over 20 ms, want most held near 80 ms less the batch's time, slower than the base pace (all: %v)", held, len(pauses), pauses)
 	}
 }
 

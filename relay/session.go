@@ -481,7 +481,7 @@ func (s *session) write() error {
 		rows.Reset()
 		var firstAck time.Time
 		var slowest time.Duration // the group's largest commit-to-ack
-		acked := 0                // the group's events Kafka acknowledged
+		acked := 0                // the group's events with an outcome from Kafka
 		for _, b := range group {
 			first := b.firstSeq()
 			for i := range b.events {
@@ -512,9 +512,7 @@ func (s *session) write() error {
 			}
 		}
 		if !firstAck.IsZero() {
-			now := time.Now()
-			s.r.streamDelay.observe(now, slowest)
-			s.r.streamDelay.arrived(now, acked)
+			s.r.streamDelay.observeGroup(time.Now(), slowest, acked)
 		}
 		if err := s.writeOutcomes(rows, policy); err != nil {
 			return s.gaveUp(err)

@@ -19,10 +19,17 @@ import (
 // second from ago (an interval) on.
 func withSentEvents(t *testing.T, n int, ago string) *pgxpool.Pool {
 	t.Helper()
+	return withSentEventsApart(t, n, ago, time.Second)
+}
+
+// withSentEventsApart is withSentEvents with the events created apart from
+// one another.
+func withSentEventsApart(t *testing.T, n int, ago string, apart time.Duration) *pgxpool.Pool {
+	t.Helper()
 	_, pool := pgtest.Migrated(t)
 	if _, err := pool.Exec(context.Background(), `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
-		SELECT 'orders', '{}', now() - $2::interval + i * interval '1 second' FROM generate_series(1, $1::int) i RETURNING id)
-		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`, n, ago); err != nil {
+		SELECT 'orders', '{}', now() - $2::interval + i * make_interval(secs => $3::float8) FROM generate_series(1, $1::int) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`, n, ago, apart.Seconds()); err != nil {
 		t.Fatal(err)
 	}
 	return pool
