@@ -242,6 +242,15 @@ func TestRetentionPace_HoldsTheStreamsPaceWhileItsTailIsWarm(t *testing.T) {
 	}
 }
 
+// streamOn observes a status group of n events whose slowest took d every
+// 100 ms from fed on, up to to, and returns when the next one is due.
+func streamOn(delay *streamDelay, fed, to time.Time, d time.Duration, n int) time.Time {
+	for ; !fed.After(to); fed = fed.Add(100 * time.Millisecond) {
+		delay.observeGroup(fed, d, n)
+	}
+	return fed
+}
+
 // TestRetention_KeepsUpWithTheStreamWhileItsTailIsWarm walks 300 SENT
 // events ten days old, 10 a batch, while the stream carries 100 events a
 // second and its slowest events take 10 ms against 4 ms for minutes (warm,
@@ -256,10 +265,7 @@ func TestRetention_KeepsUpWithTheStreamWhileItsTailIsWarm(t *testing.T) {
 	delay := &streamDelay{}
 	now := time.Now()
 	feedEvents(delay, now.Add(-4*time.Minute), now.Add(-3*time.Second), 4*time.Millisecond, 10)
-	fed := now.Add(-3 * time.Second)
-	for ; !fed.Add(100 * time.Millisecond).After(now); fed = fed.Add(100 * time.Millisecond) {
-		delay.observeGroup(fed, 10*time.Millisecond, 10)
-	}
+	fed := streamOn(delay, now.Add(-3*time.Second), now, 10*time.Millisecond, 10)
 	period := keepUpPeriod(10, 100, time.Hour)
 	if period != 80*time.Millisecond {
 		t.Fatalf("keep-up period of 10 events at 100 a second: %s, want 80ms", period)
@@ -271,9 +277,7 @@ func TestRetention_KeepsUpWithTheStreamWhileItsTailIsWarm(t *testing.T) {
 		deleted: func(int64) {},
 		sleep: func(ctx context.Context, d time.Duration) bool {
 			steps = append(steps, step{d, time.Since(woke)})
-			for at := time.Now(); !fed.Add(100 * time.Millisecond).After(at); fed = fed.Add(100 * time.Millisecond) {
-				delay.observeGroup(fed, 10*time.Millisecond, 10) // the stream goes on, as slow, however long the walk takes
-			}
+			fed = streamOn(delay, fed, time.Now(), 10*time.Millisecond, 10) // the stream goes on, as slow, however long the walk takes
 			woke = time.Now()
 			return ctx.Err() == nil
 		}}
@@ -306,10 +310,7 @@ func TestRetention_KeepsUpWithTheEventsItWalksWhenTheyCameFasterThanTheStream(t 
 	delay := &streamDelay{}
 	now := time.Now()
 	feedEvents(delay, now.Add(-4*time.Minute), now.Add(-3*time.Second), 4*time.Millisecond, 1)
-	fed := now.Add(-3 * time.Second)
-	for ; !fed.Add(100 * time.Millisecond).After(now); fed = fed.Add(100 * time.Millisecond) {
-		delay.observeGroup(fed, 10*time.Millisecond, 1)
-	}
+	fed := streamOn(delay, now.Add(-3*time.Second), now, 10*time.Millisecond, 1)
 	if got := keepUpPeriod(10, 10, 100*time.Millisecond); got != 80*time.Millisecond {
 		t.Fatalf("keep-up period of 10 events created over 100 ms, the stream at 10 a second: %s, want 80ms", got)
 	}
@@ -318,9 +319,7 @@ func TestRetention_KeepsUpWithTheEventsItWalksWhenTheyCameFasterThanTheStream(t 
 		deleted: func(int64) {},
 		sleep: func(ctx context.Context, d time.Duration) bool {
 			pauses = append(pauses, d)
-			for at := time.Now(); !fed.Add(100 * time.Millisecond).After(at); fed = fed.Add(100 * time.Millisecond) {
-				delay.observeGroup(fed, 10*time.Millisecond, 1)
-			}
+			fed = streamOn(delay, fed, time.Now(), 10*time.Millisecond, 1)
 			return ctx.Err() == nil
 		}}
 	if total := r.walk(ctx, false, store.RetentionCursor{}, time.Now().Add(-r.age), nil); total != 300 {
