@@ -66,7 +66,9 @@ import (
 // by more than that floor and more than delayRise, it deletes
 // nothing and waits, from
 // retentionBackoff doubling up to retentionBackoffCap, then resumes at its
-// slowest pace once neither holds.
+// slowest pace once neither holds; strain of the status statements or the
+// stream's delay that lasts retentionStrainMax it walks on through, no
+// faster than keeping up (yield).
 //
 // A pass goes on from where the last one ended (outbox.retention_progress,
 // recorded every retentionSaveEvery and when a walk ends, so a restart does
@@ -96,6 +98,7 @@ const (
 	retentionKeepUp       = 1.25
 	retentionKeepUpMax    = 5 * time.Second
 	retentionHeldEvery    = 10 * time.Minute
+	retentionStrainMax    = 5 * time.Minute
 )
 
 // A walk goes through the events of one instant (one transaction's share
@@ -204,12 +207,16 @@ type retainer struct {
 	delay *streamDelay
 
 	heldSaid time.Time // when it last said it keeps to the stream's pace
+	// strainedSince: when the stream's present strain began (zero: none);
+	// strainSaid: when it last said it walks on strained.
+	strainedSince, strainSaid time.Time
 
-	// Tests shrink these; zero: retentionBatch, retentionPastMax, and
-	// outage.Sleep.
-	batch   int
-	pastMax int64
-	sleep   func(ctx context.Context, d time.Duration) bool
+	// Tests shrink these; zero: retentionBatch, retentionPastMax,
+	// retentionStrainMax and outage.Sleep.
+	batch     int
+	pastMax   int64
+	strainMax time.Duration
+	sleep     func(ctx context.Context, d time.Duration) bool
 }
 
 // run makes a pass every retentionEvery until ctx ends.
@@ -331,7 +338,7 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from store.RetentionCu
 		}
 		if strained {
 			pace = newRetentionPace()
-			pace.hold = 1 // what strained the stream may still warm it
+			pace.hold, pace.sped = 1, time.Now() // what strained the stream may still warm it
 		}
 		prev := from.At
 		start := time.Now()
@@ -384,16 +391,38 @@ func (r *retainer) pastKept(c store.RetentionCursor) store.RetentionCursor {
 // yield waits, doubling its wait from retentionBackoff up to
 // retentionBackoffCap, while the stream shows strain (strain), logging once
 // when it starts and once when it ends; it reports false when ctx ends,
-// and whether it waited.
+// and whether it waited (or walks on strained: below).
+//
+// A strain that lasts retentionStrainMax does not hold retention for ever:
+// slow streamed events or status statements are what a writer of the
+// outbox can cause, by sending slow events most seconds, and a retention
+// that waited them out would let the outbox grow without end. Past that it
+// walks on, no faster than keeping up (the walk holds its period when
+// yield reports it waited), saying so; a slot behind is waited out however
+// long it lasts (the stream's own trouble, which retention's WAL adds to,
+// and which outbox_relay_slot_lag_bytes shows).
 func (r *retainer) yield(ctx context.Context) (ok, waited bool) {
 	var wait time.Duration
 	for {
 		why, fields := r.strain(ctx)
 		if why == "" {
-			if wait > 0 {
+			if wait > 0 || !r.strainedSince.IsZero() {
 				r.log.Info("retention: deleting at its pace again")
 			}
+			r.strainedSince = time.Time{}
 			return ctx.Err() == nil, wait > 0
+		}
+		now := time.Now()
+		if r.strainedSince.IsZero() {
+			r.strainedSince = now
+		}
+		if long := now.Sub(r.strainedSince); long >= cmp.Or(r.strainMax, retentionStrainMax) && why != slotBehind && why != delayUnknown {
+			if wait > 0 || now.Sub(r.strainSaid) >= retentionHeldEvery {
+				r.strainSaid = now
+				r.log.Warn("retention: the stream has shown strain too long to wait for; walking on no faster than keeping up with it, "+
+					"so that the outbox does not grow without end ("+why+")", append(fields, zap.Duration("strained_for", long))...)
+			}
+			return ctx.Err() == nil, true
 		}
 		if wait == 0 {
 			r.log.Info("retention: backing off while "+why, fields...)
@@ -408,6 +437,9 @@ func (r *retainer) yield(ctx context.Context) (ok, waited bool) {
 	}
 }
 
+// slotBehind is why retention waits while the slot is behind.
+const slotBehind = "the slot is behind"
+
 // strain says why retention should wait now, if it should: the slot's lag
 // past maxLag, or the status statements' recent time past retentionSlower
 // times their baseline. A lag that cannot be read does not stop it (the
@@ -415,7 +447,7 @@ func (r *retainer) yield(ctx context.Context) (ok, waited bool) {
 func (r *retainer) strain(ctx context.Context) (string, []zap.Field) {
 	if r.slot != "" && r.maxLag > 0 {
 		if lag, ok, err := r.store.SlotLag(ctx, r.slot); err == nil && ok && lag > r.maxLag {
-			return "the slot is behind", []zap.Field{zap.Int64("slot_lag_bytes", lag), zap.Int64("limit_bytes", r.maxLag)}
+			return slotBehind, []zap.Field{zap.Int64("slot_lag_bytes", lag), zap.Int64("limit_bytes", r.maxLag)}
 		}
 	}
 	if r.status != nil {

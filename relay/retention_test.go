@@ -449,6 +449,71 @@ func TestRetention_BacksOffWhileStreamedEventsReachKafkaLater(t *testing.T) {
 	}
 }
 
+// TestRetention_WalksOnAtTheStreamsPaceOnceStrainHasLastedTooLong: a writer
+// who sends slow events most seconds keeps the stream's slowest events 80
+// ms against a usual 2 ms (or the status statements 50 ms against 1 ms),
+// and retention, which waited out such strain however long it lasted,
+// never deleted again: the outbox grew without end. Now (strainMax shrunk
+// to 300 ms here, 5 minutes in the relay) it waits that long, deleting
+// nothing, then walks on while the strain goes on, each batch and its pause
+// taking at least the period that keeps up with the stream (100 events a
+// second: 80 ms for 10), and deletes every event. With slow status
+// statements and a stream whose events are on time, the period is held from
+// the strain alone (it was lost after a back-off: no warm tail restored it).
+func TestRetention_WalksOnAtTheStreamsPaceOnceStrainHasLastedTooLong(t *testing.T) {
+	for _, by := range []string{"slow streamed events", "slow status statements"} {
+		t.Run(by, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			pool := withSentEvents(t, 300, "10 days")
+			delay, status := &streamDelay{}, &statusLatency{}
+			late := 2 * time.Millisecond
+			if by == "slow streamed events" {
+				late = 80 * time.Millisecond
+			} else {
+				for range 50 {
+					status.observe(time.Millisecond)
+				}
+				for range 20 {
+					status.observe(50 * time.Millisecond)
+				}
+			}
+			now := time.Now()
+			feedEvents(delay, now.Add(-4*time.Minute), now.Add(-3*time.Second), 2*time.Millisecond, 10)
+			fed := streamOn(delay, now.Add(-3*time.Second), now, late, 10)
+			const strainMax = 300 * time.Millisecond
+			var deleted int64
+			type step struct{ pause, batch time.Duration }
+			var steps []step
+			start, woke := time.Now(), time.Now()
+			r := &retainer{store: store.New(pool), age: 7 * 24 * time.Hour, log: zaptest.NewLogger(t), batch: 10, delay: delay,
+				status: status, strainMax: strainMax, deleted: func(n int64) { deleted += n },
+				sleep: func(ctx context.Context, d time.Duration) bool {
+					if deleted > 0 && len(steps) == 0 && time.Since(start) < strainMax {
+						t.Errorf("deleted %d %s into a strain, want nothing before %s", deleted, time.Since(start), strainMax)
+					}
+					if deleted > 0 {
+						steps = append(steps, step{d, time.Since(woke)})
+					}
+					time.Sleep(min(d, 20*time.Millisecond)) // the strain lasts in real time; the pauses need not
+					fed = streamOn(delay, fed, time.Now(), late, 10)
+					woke = time.Now()
+					return ctx.Err() == nil
+				}}
+			if total := r.walk(ctx, false, store.RetentionCursor{}, time.Now().Add(-r.age), nil); total != 300 {
+				t.Fatalf("walk deleted %d in 10 s of strain, want all 300 once it had lasted %s", total, strainMax)
+			}
+			period := keepUpPeriod(10, 100, time.Hour)
+			for i, s := range steps {
+				if s.pause+s.batch < period {
+					t.Fatalf("batch %d walked on strained: took %s and paused %s, want at least the %s that keeps up with the stream (all: %v)", i+1, s.batch, s.pause, period, steps)
+				}
+			}
+		})
+	}
+}
+
 // TestRetention_WaitsUntilTheStreamsUsualDelayIsKnown: a relay just
 // started, its stream busy for 3 s (no floor yet): retention deletes
 // nothing and looks again every second (a doubling back-off waited 12.7 s
