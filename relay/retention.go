@@ -99,6 +99,7 @@ const (
 	retentionKeepUpMax    = 5 * time.Second
 	retentionHeldEvery    = 10 * time.Minute
 	retentionStrainMax    = 5 * time.Minute
+	retentionStrainClear  = time.Minute
 )
 
 // A walk goes through the events of one instant (one transaction's share
@@ -174,15 +175,21 @@ func (p *retentionPace) holding() bool { return p.hold > 0 }
 // fast as those events were created: whichever is faster, so that it
 // neither falls behind the events that reach the cut-off (created at
 // another rate than the stream's now) nor the stream; at most
-// retentionKeepUpMax. 0 (no bound) for a rate of 0: an idle stream, or none
-// followed.
+// retentionKeepUpMax. A rate of 0 (an idle stream, or none followed) or a
+// span of 0 (not known: the first batch of a walk from the oldest event;
+// or one instant's events) bounds nothing; 0 when neither bounds it.
 func keepUpPeriod(walked int, rate float64, span time.Duration) time.Duration {
-	if rate <= 0 || walked <= 0 {
+	if walked <= 0 || (rate <= 0 && span <= 0) {
 		return 0
 	}
-	byRate := time.Duration(float64(walked) / (retentionKeepUp * rate) * float64(time.Second))
-	byAge := time.Duration(float64(max(span, 0)) / retentionKeepUp)
-	return min(byRate, byAge, retentionKeepUpMax)
+	period := retentionKeepUpMax
+	if rate > 0 {
+		period = min(period, time.Duration(float64(walked)/(retentionKeepUp*rate)*float64(time.Second)))
+	}
+	if span > 0 {
+		period = min(period, time.Duration(float64(span)/retentionKeepUp))
+	}
+	return period
 }
 
 // retainer deletes SENT events older than the retention with their delivery
@@ -207,9 +214,11 @@ type retainer struct {
 	delay *streamDelay
 
 	heldSaid time.Time // when it last said it keeps to the stream's pace
-	// strainedSince: when the stream's present strain began (zero: none);
-	// strainSaid: when it last said it walks on strained.
-	strainedSince, strainSaid time.Time
+	// strainedSince: when the stream's present strain began (zero: none),
+	// strainSeen: when it was last seen; walkingOn: past retentionStrainMax
+	// of it, walking on, said at strainSaid.
+	strainedSince, strainSeen, strainSaid time.Time
+	walkingOn                             bool
 
 	// Tests shrink these; zero: retentionBatch, retentionPastMax,
 	// retentionStrainMax and outage.Sleep.
@@ -270,6 +279,7 @@ const walCompressionHint = "retention: wal_compression is off: each deleted even
 	"(a third of the bytes on the bench's events; docs/performance.md, Recommended settings)"
 
 func (r *retainer) release() {
+	r.strainedSince, r.walkingOn = time.Time{}, false // another relay may have deleted meanwhile
 	if r.lock != nil {
 		r.lock.Close(context.Background())
 		r.lock = nil
@@ -360,11 +370,15 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from store.RetentionCu
 		save(from, false)
 		now := time.Now()
 		rate := r.delay.rate(now)
-		keepUp := keepUpPeriod(walked, rate, to.At.Sub(prev))
+		var span time.Duration // from the last event walked before (none: the oldest's walk)
+		if !prev.IsZero() {
+			span = to.At.Sub(prev)
+		}
+		keepUp := keepUpPeriod(walked, rate, span)
 		pause := pace.after(now, now.Sub(start), &to.At, cutoff, r.delay.warm(now), keepUp)
 		if pace.holding() && now.Sub(r.heldSaid) >= retentionHeldEvery {
 			r.heldSaid = now
-			r.log.Info("retention: walking no faster than keeping up with the stream while its slowest events are late",
+			r.log.Info("retention: walking no faster than keeping up with the stream while it shows strain or its slowest events are late",
 				zap.Float64("stream_events_per_second", rate), zap.Duration("batch_period", keepUp), zap.Time("walked_to", to.At))
 		}
 		if !r.wait(ctx, pause) {
@@ -405,24 +419,20 @@ func (r *retainer) yield(ctx context.Context) (ok, waited bool) {
 	var wait time.Duration
 	for {
 		why, fields := r.strain(ctx)
-		if why == "" {
-			if wait > 0 || !r.strainedSince.IsZero() {
-				r.log.Info("retention: deleting at its pace again")
-			}
-			r.strainedSince = time.Time{}
-			return ctx.Err() == nil, wait > 0
-		}
 		now := time.Now()
-		if r.strainedSince.IsZero() {
-			r.strainedSince = now
-		}
-		if long := now.Sub(r.strainedSince); long >= cmp.Or(r.strainMax, retentionStrainMax) && why != slotBehind && why != delayUnknown {
-			if wait > 0 || now.Sub(r.strainSaid) >= retentionHeldEvery {
-				r.strainSaid = now
+		if r.strained(now, why) {
+			if !r.walkingOn || now.Sub(r.strainSaid) >= retentionHeldEvery {
+				r.walkingOn, r.strainSaid = true, now
 				r.log.Warn("retention: the stream has shown strain too long to wait for; walking on no faster than keeping up with it, "+
-					"so that the outbox does not grow without end ("+why+")", append(fields, zap.Duration("strained_for", long))...)
+					"so that the outbox does not grow without end ("+why+")", append(fields, zap.Duration("strained_for", now.Sub(r.strainedSince)))...)
 			}
 			return ctx.Err() == nil, true
+		}
+		if why == "" {
+			if wait > 0 {
+				r.log.Info("retention: deleting at its pace again")
+			}
+			return ctx.Err() == nil, wait > 0
 		}
 		if wait == 0 {
 			r.log.Info("retention: backing off while "+why, fields...)
@@ -435,6 +445,35 @@ func (r *retainer) yield(ctx context.Context) (ok, waited bool) {
 			return false, true
 		}
 	}
+}
+
+// strained follows how long the stream has shown strain of the kind a
+// writer can cause (why: the status statements' time or the stream's delay)
+// at now, and reports whether that has lasted retentionStrainMax. A strain
+// is over once none has been seen for retentionStrainClear, not at the
+// first reading without one: slow events in most seconds leave some
+// seconds clear, and a count that began again at each of them never got
+// to its end. A slot behind, or a stream whose usual delay is not known,
+// ends the count: those are waited out however long they last.
+func (r *retainer) strained(now time.Time, why string) bool {
+	switch why {
+	case slotBehind, delayUnknown:
+		r.strainedSince, r.walkingOn = time.Time{}, false
+		return false
+	case "":
+		if !r.strainedSince.IsZero() && now.Sub(r.strainSeen) >= retentionStrainClear {
+			if r.walkingOn {
+				r.log.Info("retention: the stream's strain is over", zap.Duration("strained_for", r.strainSeen.Sub(r.strainedSince)))
+			}
+			r.strainedSince, r.walkingOn = time.Time{}, false
+		}
+		return false
+	}
+	r.strainSeen = now
+	if r.strainedSince.IsZero() {
+		r.strainedSince = now
+	}
+	return now.Sub(r.strainedSince) >= cmp.Or(r.strainMax, retentionStrainMax)
 }
 
 // slotBehind is why retention waits while the slot is behind.

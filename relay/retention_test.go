@@ -251,6 +251,30 @@ func streamOn(delay *streamDelay, fed, to time.Time, d time.Duration, n int) tim
 	return fed
 }
 
+// TestKeepUpPeriod: the faster of walking 1.25 times the stream's rate and
+// 1.25 times as fast as the walked events were created, at most 5 s; what
+// is not known (a rate of 0, a span of 0) bounds nothing.
+func TestKeepUpPeriod(t *testing.T) {
+	for _, c := range []struct {
+		walked int
+		rate   float64
+		span   time.Duration
+		want   time.Duration
+	}{
+		{10, 100, time.Hour, 80 * time.Millisecond},
+		{10, 10, 100 * time.Millisecond, 80 * time.Millisecond},
+		{10, 0, 100 * time.Millisecond, 80 * time.Millisecond},
+		{10, 100, 0, 80 * time.Millisecond},
+		{10, 0.01, 0, retentionKeepUpMax},
+		{10, 0, 0, 0},
+		{0, 100, time.Second, 0},
+	} {
+		if got := keepUpPeriod(c.walked, c.rate, c.span); got != c.want {
+			t.Errorf("keepUpPeriod(%d, %v, %s) = %s, want %s", c.walked, c.rate, c.span, got, c.want)
+		}
+	}
+}
+
 // TestRetention_KeepsUpWithTheStreamWhileItsTailIsWarm walks 300 SENT
 // events ten days old, 10 a batch, while the stream carries 100 events a
 // second and its slowest events take 10 ms against 4 ms for minutes (warm,
@@ -511,6 +535,52 @@ func TestRetention_WalksOnAtTheStreamsPaceOnceStrainHasLastedTooLong(t *testing.
 				}
 			}
 		})
+	}
+}
+
+// TestRetention_StrainCountsUntilAMinuteClearAndNotThroughASlotBehind: slow
+// events in most seconds leave some seconds clear, and a count of strain
+// that began again at each clear reading (as the first version did) never
+// reached its 5 minutes; the count goes on through clear readings until a
+// minute has passed without strain. A slot behind, or a stream whose usual
+// delay is not known, is waited out however long it lasts and does not
+// count (a Kafka outage of 20 minutes would otherwise have it walk on the
+// moment the stream came back late); nor does a strain seen before this
+// relay lost the retention lock.
+func TestRetention_StrainCountsUntilAMinuteClearAndNotThroughASlotBehind(t *testing.T) {
+	r := &retainer{log: zaptest.NewLogger(t)}
+	t0 := time.Now()
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for i := 0; i < 300; i += 10 { // strained 9 seconds of 10 for 5 minutes
+		if r.strained(at(time.Duration(i)*time.Second), delayLate) {
+			t.Fatalf("walking on %d s into the strain, want only after %s", i, retentionStrainMax)
+		}
+		r.strained(at(time.Duration(i+9)*time.Second), "")
+	}
+	if !r.strained(at(retentionStrainMax), "the status statements are slower") {
+		t.Fatalf("strained 9 seconds of 10 for %s: not walking on, want walking on (a clear second must not start the count again)", retentionStrainMax)
+	}
+	r.strained(at(retentionStrainMax+59*time.Second), "")
+	if !r.strained(at(retentionStrainMax+60*time.Second), delayLate) {
+		t.Errorf("strained again 59 s after the last strain: not walking on, want walking on")
+	}
+	r.strained(at(retentionStrainMax+121*time.Second), "")
+	if r.strained(at(retentionStrainMax+122*time.Second), delayLate) {
+		t.Errorf("strained again after a minute clear: walking on, want the count begun again")
+	}
+	r.strained(at(0), slotBehind) // a slot behind ends the count
+	for _, d := range []time.Duration{0, 20 * time.Minute} {
+		if r.strained(at(d), slotBehind) {
+			t.Fatalf("a slot behind for %s: walking on, want it waited out", d)
+		}
+	}
+	if r.strained(at(20*time.Minute+time.Second), delayLate) {
+		t.Errorf("late events a second after a slot behind for 20 minutes: walking on, want the count begun")
+	}
+	r.strained(at(30*time.Minute), delayLate)
+	r.release()
+	if r.strained(at(30*time.Minute+time.Second), delayLate) {
+		t.Errorf("strained after the relay let go of the retention lock: walking on, want the count begun again")
 	}
 }
 
