@@ -108,10 +108,6 @@ func (s *streamDelay) work() (done func()) {
 	}
 }
 
-// observe adds a group's largest commit-to-ack time d, seen at at; on a nil
-// s it does nothing.
-func (s *streamDelay) observe(at time.Time, d time.Duration) { s.observeGroup(at, d, 0) }
-
 // observeGroup adds a status group of n events with an outcome from Kafka,
 // the largest commit-to-ack time among them d, seen at at; on a nil s it
 // does nothing.

@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// observe adds a group's largest commit-to-ack time d, seen at at, with no
+// count of its events (the tests that need none); on a nil s it does nothing.
+func (s *streamDelay) observe(at time.Time, d time.Duration) { s.observeGroup(at, d, 0) }
+
 // feed observes d every 100 ms from from to to.
 func feed(s *streamDelay, from, to time.Time, d time.Duration) {
 	for at := from; !at.After(to); at = at.Add(100 * time.Millisecond) {

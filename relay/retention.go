@@ -44,11 +44,12 @@ import (
 // 1,000 took two thirds of a core and moved the stream's p99 to 2.8 times
 // its own (run 11).
 //
-// While the stream's tail is warm it goes no faster than keeping up with
-// the stream: retentionKeepUp times the events the stream carries a second
-// (over its last 10 s), even when that is slower than the base pace, and
-// back to the base pace in steps of a tenth a quarter second once the tail
-// is not. At the base pace a statement and its pause are a fifth of the
+// While the stream's tail is warm, or after a back-off from strain, it goes
+// no faster than keeping up (keepUpPeriod): retentionKeepUp times the events
+// the stream carries a second, or as fast as the walked events were
+// created, whichever is faster, even when that is slower than the base
+// pace, and back to the base pace in steps of a tenth a quarter second once
+// the tail is not warm. At the base pace a statement and its pause are a fifth of the
 // time; at 1,000 events/s, 100 a statement of 5 ms, keeping up is a
 // statement every 80 ms, a sixteenth. The base pace alone moved the
 // stream's p99 at 1,000/s to 1.2 to 6.7 times its own while it deleted a
@@ -120,8 +121,9 @@ const (
 type retentionPace struct {
 	yield float64
 	// hold is the share of the keep-up period still held: 1 while the
-	// stream's tail is warm, a tenth less every retentionSpeedupEvery after,
-	// 0 once the pause it makes is no longer than yield's.
+	// stream's tail is warm (and after a back-off from strain), a tenth less
+	// every retentionSpeedupEvery after, 0 once the pause it makes is no
+	// longer than yield's.
 	hold float64
 	sped time.Time // when yield or hold last changed
 }
