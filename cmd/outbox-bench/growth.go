@@ -32,8 +32,9 @@ type Growth struct {
 	DrainRuns   []float64 `json:"drain_events_per_s_runs"`
 	DrainRSSMiB float64   `json:"drain_relay_peak_rss_mib"`
 	// The stream at 1,000 events/s (no retention to do), growthStreamRuns
-	// runs: the p50 and p99 of their events together (each run's p99 in
-	// StreamP99Runs), and the relay's peak RSS over them.
+	// runs, each before one of the retention runs below: the p50 and p99
+	// of their events together (each run's p99 in StreamP99Runs), and the
+	// relay's peak RSS over them.
 	StreamP50ms   float64   `json:"stream_p50_ms"`
 	StreamP99ms   float64   `json:"stream_p99_ms"`
 	StreamP99Runs []float64 `json:"stream_p99_ms_runs"`
@@ -164,19 +165,6 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 		return g, err
 	}
 	g.StreamDuringSweepP50, g.StreamDuringSweepP99 = during.P50ms, during.P99ms
-	var streams []Result
-	for range growthStreamRuns {
-		stream, swept, err := b.streamAt1000(ctx, true)
-		if err != nil {
-			return g, err
-		}
-		streams = append(streams, stream)
-		g.StreamRSSMiB = max(g.StreamRSSMiB, stream.RSSMiB)
-		g.FirstSweepSeconds = max(g.FirstSweepSeconds, swept.Seconds())
-	}
-	g.StreamP50ms, g.StreamP99ms = pooled(streams)
-	g.StreamP99Runs = p99s(streams)
-
 	if g.ClaimMs, err = b.timeClaims(ctx); err != nil {
 		return g, err
 	}
@@ -186,10 +174,21 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 	if g.OverviewMs, g.FailedMs, err = b.timeGrowthConsole(ctx); err != nil {
 		return g, err
 	}
+	// The stream without retention and while it deletes, in turn, so
+	// that neither has the machine's quieter minutes to itself (with all
+	// the runs without it first, they ran in the minutes after the fill).
 	// Its log at info says when retention backs off.
-	var rets []Result
+	var streams, rets []Result
 	var secs float64
 	for i := range growthStreamRuns {
+		stream, swept, err := b.streamAt1000(ctx, true)
+		if err != nil {
+			return g, err
+		}
+		streams = append(streams, stream)
+		g.StreamRSSMiB = max(g.StreamRSSMiB, stream.RSSMiB)
+		g.FirstSweepSeconds = max(g.FirstSweepSeconds, swept.Seconds())
+
 		ret, deleted, s, err := b.streamWhileRetaining(ctx, growthRetention-time.Duration(i)*24*time.Hour, "--log-level", "info")
 		if err != nil && !errors.Is(err, errLate) {
 			return g, err
@@ -201,6 +200,8 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 		g.RetentionMeasuredRuns = append(g.RetentionMeasuredRuns, ret.DeletedMeasured)
 		g.RetentionDeleted, g.RetentionLate, secs = g.RetentionDeleted+deleted, g.RetentionLate+ret.Late, secs+s
 	}
+	g.StreamP50ms, g.StreamP99ms = pooled(streams)
+	g.StreamP99Runs = p99s(streams)
 	g.RetentionPerS = float64(g.RetentionDeleted) / secs
 	g.RetentionP50ms, g.RetentionP99ms = pooled(rets)
 	g.RetentionP99Runs = p99s(rets)
@@ -297,7 +298,8 @@ func (b *bench) fill(ctx context.Context, n int) error {
 // streamAt1000 runs the stream at 1,000 events/s on a fresh slot, as the
 // steady phase does (with no rows old enough for --retention): with
 // afterSweep, once the relay's first gap sweep has caught up (and it
-// returns how long that took from the relay's start), else from its start.
+// returns how long that took from the relay's start), measured after the
+// warm-up of a run while retention deletes; else from its start.
 func (b *bench) streamAt1000(ctx context.Context, afterSweep bool) (Result, time.Duration, error) {
 	if err := b.freshSlot(ctx, "bench_steady"); err != nil {
 		return Result{}, 0, err
@@ -323,6 +325,11 @@ func (b *bench) streamAt1000(ctx context.Context, afterSweep bool) (Result, time
 			return Result{}, 0, err
 		}
 		fmt.Fprintf(os.Stderr, "growth: the relay's first gap sweep caught up %.1f s after its start\n", swept.Seconds())
+		// The runs it is set against, while retention deletes, measure
+		// from 15 s into the stream: so does this one, or its first
+		// seconds (connections, caches) would count here alone.
+		defer func(w time.Duration) { b.o.warmup = w }(b.o.warmup)
+		b.o.warmup = max(b.o.warmup, retentionWarmup)
 	}
 	fmt.Fprintf(os.Stderr, "growth: stream at 1000 events/s (after the first sweep: %v)\n", afterSweep)
 	res, err := b.steady(ctx, 1000, r, r.pid())
