@@ -309,6 +309,10 @@ func (b *bench) streamAt1000(ctx context.Context, afterSweep bool) (Result, time
 		return Result{}, 0, err
 	}
 	defer b.noteServerWork(ctx, "stream run")()
+	if afterSweep && b.o.trace != "" { // as the retention runs it is set against keep
+		b.activity++
+		defer b.sampleActivity(ctx, fmt.Sprintf("%s-activity-%d.csv", b.o.trace, b.activity))()
+	}
 	t0 := time.Now()
 	r, err := b.startRelay("--slot", "bench_steady")
 	if err != nil {

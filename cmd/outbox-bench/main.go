@@ -106,7 +106,7 @@ func main() {
 			o.relayEnv = append(o.relayEnv, v)
 			return nil
 		})
-	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since measuring began, µs to the consumer) to files with this prefix, and with --growth what the server did every 50 ms of each retention run (time, WAL bytes, each busy process and its wait) to PREFIX-activity-N.csv")
+	flag.StringVar(&o.trace, "latency-trace", "", "write each steady phase's latencies as CSV (µs since measuring began, µs to the consumer) to files with this prefix, and with --growth what the server did every 50 ms of each stream run with and without retention (not the one during the first sweep) (time, WAL bytes, each busy process and its wait) to PREFIX-activity-N.csv")
 	chartFrom := flag.String("chart-from", "", "only redraw latency.svg (in --out) from this results.json")
 	flag.Parse()
 	if *chartFrom != "" {

@@ -109,9 +109,9 @@ const activitySQL = `SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, coalesce(strin
 
 // sampleActivity writes, every 50 ms until the returned function is called,
 // a CSV line (wall time, WAL bytes since the last sample, what the server's
-// processes do) to name: with --latency-trace, the growth phase's retention
-// runs keep one beside the stream's latencies, to read a stall against
-// what the server did then.
+// processes do) to name: with --latency-trace, the growth phase's stream
+// runs, with retention and without it, keep one beside the stream's
+// latencies, to read a stall against what the server did then.
 func (b *bench) sampleActivity(ctx context.Context, name string) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
