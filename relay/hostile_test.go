@@ -183,3 +183,75 @@ func TestHostile_AFailedEventWithAKeyTooLongForTheStatusIndexFailsAndTheStreamGo
 		t.Errorf("its status row keeps the key, or its event lost it")
 	}
 }
+
+// A writer of outbox.events cannot take the id of a mapped table's event
+// (outbox.event_id: a version 8 UUID anyone can compute). Taken ahead of
+// it, the intruder's status row stood for the mapped event, and once the
+// relay replayed that event (written while it was stopped, or after a
+// crash) it found the row and published nothing: the event was lost. Now
+// the writer's INSERT fails, naming the constraint, and the mapped event
+// is delivered.
+func TestHostile_AnEventCannotTakeTheIdOfAMappedTablesEventAhead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders", "elsewhere"))
+	cfg := b.config(t)
+	cfg.Tables = b.mapped(t, mappedOrders(t, b))
+	stop := b.startRelay(t, cfg)
+
+	_, err := b.pool.Exec(context.Background(), `INSERT INTO outbox.events (id, topic, key, payload)
+		VALUES (outbox.event_id('public.orders_outbox', '1'), 'elsewhere', 'k', '{}')`)
+	if err == nil || !strings.Contains(err.Error(), "events_id_not_a_mapped_events") {
+		t.Errorf("an event with the id of public.orders_outbox's next row: %v, want the constraint's error", err)
+	}
+	if err == nil {
+		b.waitStatus(t, "SENT", 1, 15*time.Second) // the intruder's status row, under the mapped event's id
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `INSERT INTO public.orders_outbox (k, body) VALUES ('k1', '{"seq": 1}')`)
+	b.startRelay(t, cfg) // replays it
+	recs := kafkatest.Consume(t, b.brokers, 1, 15*time.Second, "orders")
+	if len(recs) != 1 || string(recs[0].Value) != `{"seq": 1}` {
+		t.Fatalf("records on orders: %d, want the mapped event", len(recs))
+	}
+	if n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries
+		WHERE event_id = outbox.event_id('public.orders_outbox', '1') AND source = 'public.orders_outbox'`); n != 1 {
+		t.Errorf("the mapped event has no status row of its own")
+	}
+}
+
+// An event already in outbox.events with a mapped event's id (written
+// before the constraint above, which does not read old rows) and an old
+// created_at: retention deleted it and, with it, the mapped event's status
+// row, SENT a moment ago, days before its time. Now retention leaves a
+// mapped event's status row alone, and so does deleting an event.
+func TestHostile_RetentionDoesNotTakeAMappedEventsStatusRowThroughAnEventWithItsID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	b.exec(t, `ALTER TABLE outbox.events DROP CONSTRAINT IF EXISTS events_id_not_a_mapped_events;
+		INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, source, topic, created_at)
+		VALUES (outbox.event_id('public.orders_outbox', '7'), 'SENT', 1, now(), 'public.orders_outbox', 'orders', now());
+		INSERT INTO outbox.events (id, topic, key, payload, created_at)
+		VALUES (outbox.event_id('public.orders_outbox', '7'), 'orders', 'k', '{}', now() - interval '10 days'),
+		       ('00000000-0000-7000-8000-000000000001', 'orders', 'k', '{}', now() - interval '10 days');
+		INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, created_at)
+		VALUES ('00000000-0000-7000-8000-000000000001', 'SENT', 1, now(), now() - interval '10 days');
+		ALTER TABLE outbox.events ADD CONSTRAINT events_id_not_a_mapped_events
+		    CHECK (pg_catalog.get_byte(pg_catalog.uuid_send(id), 6) >> 4 <> 8) NOT VALID`)
+	cfg := b.config(t)
+	cfg.Retention = 7 * 24 * time.Hour
+	b.startRelay(t, cfg)
+	pgtest.Eventually(t, 30*time.Second, "the old SENT event deleted", func() (bool, string) {
+		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.events WHERE id = '00000000-0000-7000-8000-000000000001'`)
+		return n == 0, fmt.Sprint(n)
+	})
+	mapped := `SELECT count(*) FROM outbox.deliveries WHERE event_id = outbox.event_id('public.orders_outbox', '7')`
+	if n := pgtest.Count(t, b.pool, mapped); n != 1 {
+		t.Fatalf("the mapped event's status row, SENT a moment ago: %d left, want 1", n)
+	}
+	b.exec(t, `DELETE FROM outbox.events WHERE id = outbox.event_id('public.orders_outbox', '7')`)
+	if n := pgtest.Count(t, b.pool, mapped); n != 1 {
+		t.Errorf("deleting the event with its id took the mapped event's status row")
+	}
+}

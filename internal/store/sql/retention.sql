@@ -25,8 +25,10 @@ WITH unhurried AS (
 ), walked AS (
     SELECT w.id, w.created_at FROM outbox.retention_walk($1, $2, $3, $4) w
 ), doomed AS (
+    -- source IS NULL: a status row of a mapped event with this event's id
+    -- is that event's, never this one's (migration 23).
     SELECT w.id FROM walked w JOIN outbox.deliveries d ON d.event_id = w.id
-    WHERE d.status = 'SENT'
+    WHERE d.status = 'SENT' AND d.source IS NULL
     FOR UPDATE OF d SKIP LOCKED
 ), deleted AS (
     DELETE FROM outbox.events e USING doomed WHERE e.id = doomed.id RETURNING e.created_at

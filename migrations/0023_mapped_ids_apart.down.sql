@@ -1,0 +1,7 @@
+CREATE OR REPLACE FUNCTION outbox.delete_deliveries_of_deleted_events() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM outbox.deliveries d USING deleted_events g WHERE d.event_id = g.id;
+    RETURN NULL;
+END $$;
+ALTER TABLE outbox.events DROP CONSTRAINT IF EXISTS events_id_not_a_mapped_events;
