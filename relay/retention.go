@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outage"
 	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 	"github.com/outbox-relay/outbox-relay/internal/store"
+	"github.com/outbox-relay/outbox-relay/internal/termsafe"
 )
 
 // Retention pacing: batches of retentionBatch events, a pause of at least
@@ -216,6 +217,9 @@ type retainer struct {
 	delay *streamDelay
 
 	heldSaid time.Time // when it last said it keeps to the stream's pace
+	// holderSaid: when it last warned that a session not a relay's holds
+	// the lock.
+	holderSaid time.Time
 	// strainedSince: when the stream's present strain began (zero: none),
 	// strainSeen: when it was last seen; walkingOn: past retentionStrainMax
 	// of it, walking on, said at strainSaid.
@@ -259,16 +263,38 @@ func (r *retainer) lead(ctx context.Context) bool {
 		return false // PostgreSQL is down: the poller and the stream say so
 	}
 	ok, err := store.TryRetentionLock(ctx, conn)
+	if err == nil && !ok {
+		r.sayHolder(ctx, conn)
+	}
 	if err != nil || !ok {
 		conn.Close(context.WithoutCancel(ctx))
 		return false
 	}
 	r.lock = conn
+	// Named, for whoever reads pg_stat_activity (and sayHolder's warning).
+	_, _ = conn.Exec(ctx, `SET application_name = 'outbox-relay retention'`)
 	r.log.Info("this relay runs retention", zap.Duration("retention", r.age))
 	if c, err := store.WALCompression(ctx, conn); err == nil && c == "off" {
 		r.log.Info(walCompressionHint, zap.String("wal_compression", c))
 	}
 	return true
+}
+
+// sayHolder warns, once and then every retentionHeldEvery, when the
+// session that holds the retention lock is not a relay's: an advisory lock
+// takes no privilege, so any role that may connect (a writer of
+// outbox.events) can hold it, and while it does no relay deletes and the
+// outbox grows. Another relay holding it says nothing.
+func (r *retainer) sayHolder(ctx context.Context, conn *pgx.Conn) {
+	h, found, err := store.RetentionLockHolder(ctx, conn)
+	if err != nil || !found || h.Relay || time.Since(r.holderSaid) < retentionHeldEvery {
+		return
+	}
+	r.holderSaid = time.Now()
+	r.log.Warn("retention: a session that is not a relay's holds retention's lock, so no relay deletes old events "+
+		"while it does; SELECT pg_terminate_backend(pid) ends it",
+		zap.Int32("pid", h.PID), zap.String("user", termsafe.String(h.User)),
+		zap.String("application_name", termsafe.String(h.App)))
 }
 
 // walCompressionHint is said once a relay starts running retention on a

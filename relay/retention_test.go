@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -733,6 +734,64 @@ func TestRetention_SaysWhenItLeadsThatWALCompressionWouldShrinkItsWAL(t *testing
 		if got := logs.FilterMessage(walCompressionHint).Len(); (got == 1) != c.hint {
 			t.Errorf("with %s: the hint logged %d times, want it: %v", c.url, got, c.hint)
 		}
+	}
+}
+
+// TestRetention_SaysWhoHoldsItsLockWhenThatIsNotARelay: an advisory lock
+// takes no privilege, so a writer of outbox.events can hold retention's,
+// and no relay deleted while it did, without a word. A relay that finds it
+// so warns, naming the session, once and not again at each try (every
+// minute); a relay that finds another relay leading says nothing.
+func TestRetention_SaysWhoHoldsItsLockWhenThatIsNotARelay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, pool := pgtest.Migrated(t)
+	pgtest.LoginRoles(t, u)
+	pgtest.Exec(t, pool, `DO $$ BEGIN
+		CREATE ROLE outbox_test_intruder LOGIN IN ROLE outbox_writer;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`)
+	retainerAt := func() (*retainer, *observer.ObservedLogs) {
+		core, logs := observer.New(zap.WarnLevel)
+		return &retainer{dbURL: pgtest.RelayURL(u), timeout: 5 * time.Second, store: store.New(pool), age: time.Hour,
+			log: zap.New(core)}, logs
+	}
+	leader, _ := retainerAt()
+	if !leader.lead(ctx) {
+		t.Fatal("did not take the free retention lock")
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND application_name = 'outbox-relay retention'`,
+		leader.lock.PgConn().PID()); n != 1 {
+		t.Errorf("the leader's connection is not named in pg_stat_activity")
+	}
+	follower, logs := retainerAt()
+	if follower.lead(ctx) || logs.Len() != 0 {
+		t.Fatalf("with a relay leading: led, or said %v", logs.All())
+	}
+	leader.release()
+
+	intruder, err := pgx.Connect(ctx, pgtest.AsUser(u, "outbox_test_intruder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer intruder.Close(ctx)
+	if _, err := intruder.Exec(ctx, `SET application_name = E'writer\x1b[31m'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := intruder.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('outbox-relay/retention', 0))`); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if follower.lead(ctx) {
+			t.Fatal("took the lock the writer holds")
+		}
+	}
+	said := logs.FilterMessageSnippet("a session that is not a relay's holds retention's lock").All()
+	if len(said) != 1 {
+		t.Fatalf("said %d times, want once: %v", len(said), logs.All())
+	}
+	f := said[0].ContextMap()
+	if f["pid"] != int32(intruder.PgConn().PID()) || f["user"] != "outbox_test_intruder" || strings.ContainsRune(fmt.Sprint(f["application_name"]), 0x1b) {
+		t.Errorf("the warning's fields %v: want the writer's pid and role, its application_name escaped", f)
 	}
 }
 

@@ -143,6 +143,9 @@ func RelayURL(dbURL string) string { return asUser(dbURL, RelayRole) }
 // OperatorURL is dbURL with OperatorRole as its user.
 func OperatorURL(dbURL string) string { return asUser(dbURL, OperatorRole) }
 
+// AsUser is dbURL with user as its user.
+func AsUser(dbURL, user string) string { return asUser(dbURL, user) }
+
 func asUser(dbURL, user string) string {
 	u, err := url.Parse(dbURL)
 	if err != nil {

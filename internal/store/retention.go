@@ -14,6 +14,8 @@ import (
 var retentionSQL string
 
 var (
+	//go:embed sql/retention_lock_holder.sql
+	retentionLockHolderSQL string
 	//go:embed sql/retention_progress.sql
 	retentionProgressSQL string
 	//go:embed sql/retention_progress_save.sql
@@ -117,6 +119,28 @@ func TryRetentionLock(ctx context.Context, db DB) (bool, error) {
 		return false, fmt.Errorf("taking the retention lock: %w", err)
 	}
 	return ok, nil
+}
+
+// LockHolder is the session that holds a lock: its pid, role and
+// application_name, and whether it may be a relay's (Relay).
+type LockHolder struct {
+	PID       int32
+	User, App string
+	Relay     bool
+}
+
+// RetentionLockHolder returns who holds the retention lock, if anyone
+// does (retention_lock_holder.sql).
+func RetentionLockHolder(ctx context.Context, db DB) (LockHolder, bool, error) {
+	var h LockHolder
+	err := db.QueryRow(ctx, retentionLockHolderSQL, retentionLock).Scan(&h.PID, &h.User, &h.App, &h.Relay)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, false, nil
+	}
+	if err != nil {
+		return h, false, fmt.Errorf("reading who holds the retention lock: %w", err)
+	}
+	return h, true, nil
 }
 
 // PurgeFilter selects the events Purge deletes: status (SENT, FAILED or

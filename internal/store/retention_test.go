@@ -96,3 +96,52 @@ func TestRetentionProgress_ACountOfKeptEventsHoldsOnlyForItsInstant(t *testing.T
 		t.Fatalf("after an earlier release's relay moved walked_to: %+v, %v; want past 0", p, err)
 	}
 }
+
+// RetentionLockHolder names the session that holds the retention lock and
+// tells a relay's (its role a member of outbox_relay) from any other: an
+// advisory lock takes no privilege, so a writer of outbox.events can hold it.
+func TestRetentionLockHolder_TellsARelaysSessionFromAWritersOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL, _ := pgtest.Migrated(t)
+	pgtest.LoginRoles(t, dbURL)
+	admin := pgtest.Pool(t, dbURL)
+	pgtest.Exec(t, admin, `DO $$ BEGIN
+		CREATE ROLE outbox_test_intruder LOGIN IN ROLE outbox_writer;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`)
+	connect := func(url string) *pgx.Conn {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(ctx) })
+		return c
+	}
+	relay, other := connect(pgtest.RelayURL(dbURL)), connect(pgtest.RelayURL(dbURL))
+	if _, found, err := store.RetentionLockHolder(ctx, other); err != nil || found {
+		t.Fatalf("nobody holds it: found %v, err %v", found, err)
+	}
+	if ok, err := store.TryRetentionLock(ctx, relay); err != nil || !ok {
+		t.Fatalf("taking it: %v %v", ok, err)
+	}
+	h, found, err := store.RetentionLockHolder(ctx, other)
+	if err != nil || !found || !h.Relay || h.PID != int32(relay.PgConn().PID()) || h.User != pgtest.RelayRole {
+		t.Fatalf("held by a relay: %+v found %v err %v", h, found, err)
+	}
+	relay.Close(ctx)
+
+	intruder := connect(pgtest.AsUser(dbURL, "outbox_test_intruder"))
+	if _, err := intruder.Exec(ctx, `SET application_name = 'not a relay'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := intruder.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('outbox-relay/retention', 0))`); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := store.TryRetentionLock(ctx, other); err != nil || ok {
+		t.Fatalf("taken from the writer: %v %v", ok, err)
+	}
+	h, found, err = store.RetentionLockHolder(ctx, other)
+	if err != nil || !found || h.Relay || h.PID != int32(intruder.PgConn().PID()) || h.User != "outbox_test_intruder" || h.App != "not a relay" {
+		t.Fatalf("held by a writer: %+v found %v err %v", h, found, err)
+	}
+}
