@@ -292,7 +292,7 @@ func (r *retainer) sayHolder(ctx context.Context, conn *pgx.Conn) {
 	}
 	r.holderSaid = time.Now()
 	r.log.Warn("retention: a session that is not a relay's holds retention's lock, so no relay deletes old events "+
-		"while it does; SELECT pg_terminate_backend(pid) ends it",
+		"while it does; SELECT pg_terminate_backend(pid) ends it (pid 0: a prepared transaction, which ROLLBACK PREPARED ends)",
 		zap.Int32("pid", h.PID), zap.String("user", termsafe.String(h.User)),
 		zap.String("application_name", termsafe.String(h.App)))
 }

@@ -145,3 +145,35 @@ func TestRetentionLockHolder_TellsARelaysSessionFromAWritersOne(t *testing.T) {
 		t.Fatalf("held by a writer: %+v found %v err %v", h, found, err)
 	}
 }
+
+// A prepared transaction can hold the retention lock with no session
+// behind it (pid NULL in pg_locks): RetentionLockHolder names it by its
+// gid and owner, not a relay's, where it found no holder at all.
+func TestRetentionLockHolder_NamesAPreparedTransactionThatHoldsIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.Cluster(t, nil, "max_prepared_transactions=2")
+	pgtest.Migrate(t, dbURL)
+	pgtest.LoginRoles(t, dbURL)
+	holder, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, `BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('outbox-relay/retention', 0)); PREPARE TRANSACTION 'held'`); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = holder.Exec(ctx, `ROLLBACK PREPARED 'held'`) }()
+	relay, err := pgx.Connect(ctx, pgtest.RelayURL(dbURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close(ctx)
+	if ok, err := store.TryRetentionLock(ctx, relay); err != nil || ok {
+		t.Fatalf("took the lock the prepared transaction holds: %v %v", ok, err)
+	}
+	h, found, err := store.RetentionLockHolder(ctx, relay)
+	if err != nil || !found || h.Relay || h.PID != 0 || h.App != "prepared transaction held" || h.User != "postgres" {
+		t.Fatalf("held by a prepared transaction: %+v found %v err %v", h, found, err)
+	}
+}
