@@ -4,4 +4,3 @@ BEGIN
     DELETE FROM outbox.deliveries d USING deleted_events g WHERE d.event_id = g.id;
     RETURN NULL;
 END $$;
-ALTER TABLE outbox.events DROP CONSTRAINT IF EXISTS events_id_not_a_mapped_events;

@@ -35,8 +35,12 @@ func (c statusCeiling) mayHaveRow(e *event, now time.Time) bool {
 	return (c.valid && bytes.Compare(e.id[:], c.id[:]) <= 0) || now.Sub(e.Record.Timestamp) >= c.sweepAge
 }
 
-// markExisting sets skip on events of b that already have a status row,
-// looking up only those the ceiling allows; ids is scratch space.
+// markExisting sets skip on events of b that already have a status row of
+// their own source, looking up only those the ceiling allows; ids is
+// scratch space. A row of another source has the event's id but is not its
+// row (an event of outbox.events can take a mapped event's id): the event
+// is published, as the first time it was streamed (its own row is never
+// written; the intruder's stands for it).
 func (c statusCeiling) markExisting(ctx context.Context, st *store.Store, b *batch, ids [][16]byte) error {
 	ids = ids[:0]
 	now := time.Now()
@@ -53,8 +57,9 @@ func (c statusCeiling) markExisting(ctx context.Context, st *store.Store, b *bat
 		return err
 	}
 	for i := range b.events {
-		if _, ok := found[b.events[i].id]; ok {
-			b.events[i].skip = true
+		e := &b.events[i]
+		if source, ok := found[e.id]; ok && source == e.source() {
+			e.skip = true
 		}
 	}
 	return nil

@@ -87,6 +87,15 @@ type event struct {
 	ceAttrs []mapping.Header
 }
 
+// source is the table of e's status row as outbox.deliveries.source has
+// it: "" for outbox.events, the mapped table for a mapped event.
+func (e *event) source() string {
+	if e.copy == nil {
+		return ""
+	}
+	return e.copy.Source
+}
+
 // deferred reports whether e was not sent and is queued as a PENDING row:
 // the stream routed it to the queue, or the publisher deferred it in a spill.
 func (e *event) deferred() bool { return e.Outcome.Result == kafka.Deferred }

@@ -145,15 +145,21 @@ func collect[T any](ctx context.Context, db DB, what string, scan pgx.RowToFunc[
 	return out, nil
 }
 
-// Existing returns which of ids have a status row.
-func (s *Store) Existing(ctx context.Context, ids [][16]byte) (map[[16]byte]struct{}, error) {
-	found, err := collect(ctx, s.db, "looking up existing delivery rows", pgx.RowTo[[16]byte], existingSQL, ids)
+// Existing returns which of ids have a status row, with the row's source
+// ("" for outbox.events, else the mapped table): an event of outbox.events
+// may have a mapped event's id, and the row is only the one's of its source.
+func (s *Store) Existing(ctx context.Context, ids [][16]byte) (map[[16]byte]string, error) {
+	type row struct {
+		ID     [16]byte
+		Source string
+	}
+	found, err := collect(ctx, s.db, "looking up existing delivery rows", pgx.RowToStructByPos[row], existingSQL, ids)
 	if err != nil {
 		return nil, err
 	}
-	set := make(map[[16]byte]struct{}, len(found))
-	for _, id := range found {
-		set[id] = struct{}{}
+	set := make(map[[16]byte]string, len(found))
+	for _, r := range found {
+		set[r.ID] = r.Source
 	}
 	return set, nil
 }

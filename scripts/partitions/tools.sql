@@ -35,10 +35,6 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['events', 'deliveries'] LOOP
         k := CASE t WHEN 'events' THEN 'id' ELSE 'event_id' END;
         EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', tables, t || '_' || name, tables, t);
-        IF t = 'events' AND tables = 'outbox' THEN -- migration 23's, not on the parent (convert.sql)
-            EXECUTE format('ALTER TABLE outbox.%I ADD CONSTRAINT events_id_not_a_mapped_events
-                            CHECK (pg_catalog.get_byte(pg_catalog.uuid_send(id), 6) >> 4 <> 8)', t || '_' || name);
-        END IF;
         -- NOT VALID, then VALIDATE: the scan of the DEFAULT partition under
         -- SHARE UPDATE EXCLUSIVE, which does not stop its INSERTs.
         EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I CHECK (NOT (%I >= %L AND %I < %L)) NOT VALID',
