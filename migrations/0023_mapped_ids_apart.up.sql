@@ -12,7 +12,7 @@
 -- outbox.events keeps taking any id: a CHECK against version 8 ids would
 -- refuse one id in 16 of an application whose ids are hashes cast to uuid.
 -- The relay tells the two apart by the status row's source instead
--- (existing.sql).
+-- (existing.sql, claim.sql, dead_letter_claim.sql, event.sql).
 CREATE OR REPLACE FUNCTION outbox.delete_deliveries_of_deleted_events() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN

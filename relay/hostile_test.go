@@ -243,3 +243,32 @@ func TestHostile_RetentionDoesNotTakeAMappedEventsStatusRowThroughAnEventWithIts
 		t.Errorf("deleting the event with its id took the mapped event's status row")
 	}
 }
+
+// A mapped event waiting for a retry is sent from its kept copy. With an
+// event of outbox.events under its id, the poller's claim read that event
+// instead, and sent the intruder's record as the mapped event's retry.
+func TestHostile_AMappedEventsRetryIsItsCopyNotAnEventWithItsID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, kfake.SeedTopics(1, "orders"))
+	cfg := b.config(t)
+	cfg.Tables = b.mapped(t, mappedOrders(t, b))
+	b.exec(t, `INSERT INTO outbox.mapped_events (id, source, source_id, topic, key, value, created_at)
+		VALUES (outbox.event_id('public.orders_outbox', '9'), 'public.orders_outbox', '9', 'orders', 'k9', convert_to('{"seq": 9}', 'UTF8'), now());
+		INSERT INTO outbox.deliveries (event_id, status, attempts, next_attempt_at, source, topic, key, commit_lsn, tx_position)
+		VALUES (outbox.event_id('public.orders_outbox', '9'), 'PENDING', 1, now(), 'public.orders_outbox', 'orders', 'k9', '0/0', 0);
+		INSERT INTO outbox.events (id, topic, key, payload)
+		VALUES (outbox.event_id('public.orders_outbox', '9'), 'orders', 'k9', '"intruder"')`)
+	b.startRelay(t, cfg)
+	pgtest.Eventually(t, 30*time.Second, "the mapped event SENT", func() (bool, string) {
+		n := pgtest.Count(t, b.pool, `SELECT count(*) FROM outbox.deliveries WHERE status = 'SENT'`)
+		return n == 1, fmt.Sprint(n)
+	})
+	recs := kafkatest.Consume(t, b.brokers, 1, 10*time.Second, "orders")
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+	}
+	if len(got) != 1 || got[0] != `{"seq": 9}` {
+		t.Errorf("records on orders %q, want the mapped event's copy alone", got)
+	}
+}

@@ -111,9 +111,13 @@ WITH cand AS (
     RETURNING d.event_id, d.attempts AS relay_attempts, coalesce(d.max_attempts, 0) AS relay_max_attempts,
               d.retry_policy AS relay_retry_policy,
               (extract(epoch FROM o.next_attempt_at - o.updated_at) * 1000)::bigint AS relay_prev_delay_ms,
-              d.commit_lsn AS relay_commit_lsn, d.tx_position AS relay_tx_position, d.seq AS relay_seq
+              d.commit_lsn AS relay_commit_lsn, d.tx_position AS relay_tx_position, d.seq AS relay_seq,
+              d.source AS relay_source
 )
 SELECT c.relay_attempts, c.relay_max_attempts, c.relay_retry_policy, c.relay_prev_delay_ms,
        c.relay_commit_lsn, c.relay_tx_position, c.relay_seq, c.event_id AS relay_event_id, e.*
-FROM claimed c LEFT JOIN outbox.events e ON e.id = c.event_id
+-- A mapped event's row (source set) takes no event of outbox.events, even
+-- one with its id (an event there may take a mapped event's id, migration
+-- 23): its record is its kept copy (store.keptRecords).
+FROM claimed c LEFT JOIN outbox.events e ON e.id = c.event_id AND c.relay_source IS NULL
 ORDER BY c.relay_seq, c.relay_commit_lsn NULLS FIRST, c.relay_tx_position NULLS FIRST, c.event_id

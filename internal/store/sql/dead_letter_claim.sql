@@ -20,10 +20,10 @@ WITH due AS (
     SET dead_letter_lease = coalesce($4::timestamptz, now()) + $3 * interval '1 millisecond'
     FROM due
     WHERE d.event_id = due.event_id
-    RETURNING d.event_id, d.failure_reason, d.last_error, d.attempts, d.updated_at, d.topic, d.key
+    RETURNING d.event_id, d.failure_reason, d.last_error, d.attempts, d.updated_at, d.topic, d.key, d.source
 )
 SELECT l.event_id AS relay_event_id, coalesce(l.failure_reason, '') AS relay_reason,
        coalesce(l.last_error, '') AS relay_last_error, l.attempts AS relay_attempts, l.updated_at AS relay_failed_at,
        coalesce(l.topic, '') AS relay_topic, e.*
-FROM leased l LEFT JOIN outbox.events e ON e.id = l.event_id
+FROM leased l LEFT JOIN outbox.events e ON e.id = l.event_id AND l.source IS NULL -- a mapped event's: its copy (claim.sql)
 ORDER BY l.updated_at, l.event_id

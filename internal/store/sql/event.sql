@@ -9,6 +9,6 @@ SELECT d.event_id::text, d.status, d.attempts, coalesce(d.max_attempts, 0), coal
        e.id IS NOT NULL OR m.id IS NOT NULL,
        coalesce(d.dead_letter_status, ''), d.dead_lettered_at, coalesce(d.dead_letter_error, '')
 FROM outbox.deliveries d
-LEFT JOIN outbox.events e ON e.id = d.event_id
+LEFT JOIN outbox.events e ON e.id = d.event_id AND d.source IS NULL -- a mapped event's row shows its copy (claim.sql)
 LEFT JOIN outbox.mapped_events m ON m.id = d.event_id
 WHERE d.event_id = $1::uuid
