@@ -287,14 +287,23 @@ func (r *retainer) lead(ctx context.Context) bool {
 // outbox grows. Another relay holding it says nothing.
 func (r *retainer) sayHolder(ctx context.Context, conn *pgx.Conn) {
 	h, found, err := store.RetentionLockHolder(ctx, conn)
-	if err != nil || !found || h.Relay || time.Since(r.holderSaid) < retentionHeldEvery {
+	if err != nil || !found || h.Relay || !sayAgain(&r.holderSaid, time.Now()) {
 		return
 	}
-	r.holderSaid = time.Now()
 	r.log.Warn("retention: a session that is not a relay's holds retention's lock, so no relay deletes old events "+
 		"while it does; SELECT pg_terminate_backend(pid) ends it (pid 0: a prepared transaction, which ROLLBACK PREPARED ends)",
 		zap.Int32("pid", h.PID), zap.String("user", termsafe.String(h.User)),
 		zap.String("application_name", termsafe.String(h.App)))
+}
+
+// sayAgain reports whether a line last said at *last is due again at now
+// (never said, or retentionHeldEvery ago), and marks it said then.
+func sayAgain(last *time.Time, now time.Time) bool {
+	if !last.IsZero() && now.Sub(*last) < retentionHeldEvery {
+		return false
+	}
+	*last = now
+	return true
 }
 
 // walCompressionHint is said once a relay starts running retention on a
@@ -404,8 +413,7 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from store.RetentionCu
 		}
 		keepUp := keepUpPeriod(walked, rate, span)
 		pause := pace.after(now, now.Sub(start), &to.At, cutoff, r.delay.warm(now), keepUp)
-		if pace.holding() && now.Sub(r.heldSaid) >= retentionHeldEvery {
-			r.heldSaid = now
+		if pace.holding() && sayAgain(&r.heldSaid, now) {
 			r.log.Info("retention: walking no faster than keeping up with the stream while it shows strain or its slowest events are late",
 				zap.Float64("stream_events_per_second", rate), zap.Duration("batch_period", keepUp), zap.Time("walked_to", to.At))
 		}

@@ -332,8 +332,7 @@ func (b *bench) streamAt1000(ctx context.Context, afterSweep bool) (Result, time
 		// The runs it is set against, while retention deletes, measure
 		// from 15 s into the stream: so does this one, or its first
 		// seconds (connections, caches) would count here alone.
-		defer func(w time.Duration) { b.o.warmup = w }(b.o.warmup)
-		b.o.warmup = max(b.o.warmup, retentionWarmup)
+		defer b.warmAtLeast(retentionWarmup)()
 	}
 	fmt.Fprintf(os.Stderr, "growth: stream at 1000 events/s (after the first sweep: %v)\n", afterSweep)
 	res, err := b.steady(ctx, 1000, r, r.pid())

@@ -46,6 +46,14 @@ func (b *bench) freshSlot(ctx context.Context, slot string) error {
 	return b.exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 }
 
+// warmAtLeast makes the steady runs' warm-up at least d until the returned
+// function puts it back.
+func (b *bench) warmAtLeast(d time.Duration) (restore func()) {
+	w := b.o.warmup
+	b.o.warmup = max(w, d)
+	return func() { b.o.warmup = w }
+}
+
 // retentionWarmup is the least warm-up of a stream measured while
 // retention deletes: 10 quiet seconds for the relay to know the stream's
 // usual delay, and a few for retention to start.
@@ -93,8 +101,7 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 	fmt.Fprintln(os.Stderr, "steady state: stream at 1000 events/s while retention purges")
 	// Retention waits for 10 quiet seconds of the stream to know its usual
 	// delay before it deletes: the measured window starts after them.
-	defer func(w time.Duration) { b.o.warmup = w }(b.o.warmup)
-	b.o.warmup = max(b.o.warmup, retentionWarmup)
+	defer b.warmAtLeast(retentionWarmup)()
 	// How many it deletes in the measured window: a run in which it
 	// deleted nothing measures nothing (it did, once, when a walk went on
 	// from where one over a smaller fill had ended). Read from the

@@ -88,10 +88,12 @@ func migratedTemplate(t testing.TB) string {
 
 // The login roles tests run the relay and the operator commands as, with
 // least privilege: RelayRole has REPLICATION and outbox_relay, OperatorRole
-// outbox_operator; neither is superuser or owns the outbox.
+// outbox_operator, WriterRole outbox_writer (an application, or a hostile
+// writer of outbox.events); none is superuser or owns the outbox.
 const (
 	RelayRole    = "outbox_test_relay"
 	OperatorRole = "outbox_test_operator"
+	WriterRole   = "outbox_test_intruder"
 )
 
 // relayRole gives db's cluster the outbox roles (migrations.Roles),
@@ -103,7 +105,7 @@ func relayRole(ctx context.Context, db *pgx.Conn) error {
 	return loginRoles(ctx, db)
 }
 
-// LoginRoles gives dbURL's cluster RelayRole and OperatorRole, unless it
+// LoginRoles gives dbURL's cluster RelayRole, OperatorRole and WriterRole, unless it
 // has them, for a test that migrated dbURL's database itself (with the
 // binary's migrate, which creates the outbox roles they are members of).
 func LoginRoles(t testing.TB, dbURL string) {
@@ -119,10 +121,10 @@ func LoginRoles(t testing.TB, dbURL string) {
 	}
 }
 
-// loginRoles creates RelayRole and OperatorRole unless they exist.
+// loginRoles creates RelayRole, OperatorRole and WriterRole unless they exist.
 func loginRoles(ctx context.Context, db *pgx.Conn) error {
 	for role, attrs := range map[string]string{RelayRole: "LOGIN REPLICATION IN ROLE outbox_relay",
-		OperatorRole: "LOGIN IN ROLE outbox_operator"} {
+		OperatorRole: "LOGIN IN ROLE outbox_operator", WriterRole: "LOGIN IN ROLE outbox_writer"} {
 		_, err := db.Exec(ctx, `DO $$ BEGIN
 			IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '`+role+`') THEN
 				CREATE ROLE `+role+` `+attrs+`;
@@ -143,8 +145,8 @@ func RelayURL(dbURL string) string { return asUser(dbURL, RelayRole) }
 // OperatorURL is dbURL with OperatorRole as its user.
 func OperatorURL(dbURL string) string { return asUser(dbURL, OperatorRole) }
 
-// AsUser is dbURL with user as its user.
-func AsUser(dbURL, user string) string { return asUser(dbURL, user) }
+// WriterURL is dbURL with WriterRole as its user.
+func WriterURL(dbURL string) string { return asUser(dbURL, WriterRole) }
 
 func asUser(dbURL, user string) string {
 	u, err := url.Parse(dbURL)

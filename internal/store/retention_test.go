@@ -105,10 +105,6 @@ func TestRetentionLockHolder_TellsARelaysSessionFromAWritersOne(t *testing.T) {
 	ctx := context.Background()
 	dbURL, _ := pgtest.Migrated(t)
 	pgtest.LoginRoles(t, dbURL)
-	admin := pgtest.Pool(t, dbURL)
-	pgtest.Exec(t, admin, `DO $$ BEGIN
-		CREATE ROLE outbox_test_intruder LOGIN IN ROLE outbox_writer;
-	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`)
 	connect := func(url string) *pgx.Conn {
 		c, err := pgx.Connect(ctx, url)
 		if err != nil {
@@ -130,7 +126,7 @@ func TestRetentionLockHolder_TellsARelaysSessionFromAWritersOne(t *testing.T) {
 	}
 	relay.Close(ctx)
 
-	intruder := connect(pgtest.AsUser(dbURL, "outbox_test_intruder"))
+	intruder := connect(pgtest.WriterURL(dbURL))
 	if _, err := intruder.Exec(ctx, `SET application_name = 'not a relay'`); err != nil {
 		t.Fatal(err)
 	}
