@@ -318,6 +318,11 @@ const walCompressionHint = "retention: wal_compression is off: each deleted even
 func (r *retainer) release() {
 	r.strainedSince, r.walkingOn = time.Time{}, false // another relay may have deleted meanwhile
 	if r.lock != nil {
+		// Unlocked first, so the lock is free when release returns (a broken
+		// connection has lost it already; the error says no more than that).
+		ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(r.timeout, retentionSaveTimeout))
+		_ = store.ReleaseRetentionLock(ctx, r.lock)
+		cancel()
 		r.lock.Close(context.Background())
 		r.lock = nil
 	}

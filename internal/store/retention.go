@@ -121,6 +121,16 @@ func TryRetentionLock(ctx context.Context, db DB) (bool, error) {
 	return ok, nil
 }
 
+// ReleaseRetentionLock lets go of the retention lock db's session holds.
+// Closing the session would too, but only once its backend has exited,
+// after the close returns: another relay trying at once could find it held.
+func ReleaseRetentionLock(ctx context.Context, db DB) error {
+	if _, err := db.Exec(ctx, `SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1::text, 0::bigint))`, retentionLock); err != nil {
+		return fmt.Errorf("releasing the retention lock: %w", err)
+	}
+	return nil
+}
+
 // LockHolder is the session that holds a lock: its pid, role and
 // application_name, and whether it may be a relay's (Relay).
 type LockHolder struct {
