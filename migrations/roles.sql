@@ -110,3 +110,20 @@ BEGIN
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO outbox_operator', f);
     END LOOP;
 END $$;
+
+-- Retention may compress the WAL of its own deletes where the server's
+-- wal_compression is off (set for its own transactions: most of a deleted
+-- event's WAL is page images). That is a superuser's setting, which
+-- PostgreSQL 15 and newer let a superuser grant; granted when whoever runs
+-- this may, else the relay says how once it runs retention. It reaches no
+-- other session and changes nothing but the size of the WAL it writes.
+DO $$
+DECLARE may boolean;
+BEGIN
+    IF pg_catalog.current_setting('server_version_num')::integer OPERATOR(pg_catalog.>=) 150000 THEN
+        EXECUTE 'SELECT pg_catalog.has_parameter_privilege(''wal_compression'', ''SET WITH GRANT OPTION'')' INTO may;
+        IF may THEN
+            EXECUTE 'GRANT SET ON PARAMETER wal_compression TO outbox_relay';
+        END IF;
+    END IF;
+END $$;

@@ -3,10 +3,12 @@ package relay
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/internal/outage"
@@ -207,6 +209,9 @@ type retainer struct {
 	log        *zap.Logger
 	deleted    func(n int64) // counts deleted events (metrics)
 	lock       *pgx.Conn     // holds the advisory lock while this relay leads
+	// compress: the wal_compression its steps set for their own
+	// transactions ("": the server's own), found as it takes the lock.
+	compress string
 
 	// What it backs off from: the lag of slot (empty in poll mode: none)
 	// past maxLag bytes, and the status statements' time (nil: not read).
@@ -274,8 +279,18 @@ func (r *retainer) lead(ctx context.Context) bool {
 	// Named, for whoever reads pg_stat_activity (and sayHolder's warning).
 	_, _ = conn.Exec(ctx, `SET application_name = 'outbox-relay retention'`)
 	r.log.Info("this relay runs retention", zap.Duration("retention", r.age))
+	r.compress = ""
 	if c, err := store.WALCompression(ctx, conn); err == nil && c == "off" {
-		r.log.Info(walCompressionHint, zap.String("wal_compression", c))
+		r.compress, err = store.RetentionWALCompression(ctx, conn)
+		switch {
+		case err != nil:
+			r.log.Warn("retention: could not try compressing its own WAL", zap.Error(err))
+		case r.compress == "":
+			r.log.Info(walCompressionHint, zap.String("wal_compression", c))
+		default:
+			r.log.Info("retention: compresses the WAL of its own deletes (wal_compression for its own transactions; the server's is off)",
+				zap.String("wal_compression", r.compress))
+		}
 	}
 	return true
 }
@@ -313,7 +328,9 @@ func sayAgain(last *time.Time, now time.Time) bool {
 // docs/performance.md).
 const walCompressionHint = "retention: wal_compression is off: each deleted event writes about 1 KB of WAL, " +
 	"most of it page images, which wal_compression=lz4 (PostgreSQL 15 and newer; on before) compresses " +
-	"(a third of the bytes on the bench's events; docs/performance.md, Recommended settings)"
+	"(a third of the bytes on the bench's events; docs/performance.md, Recommended settings); " +
+	"or let retention compress its own: GRANT SET ON PARAMETER wal_compression TO outbox_relay " +
+	"(PostgreSQL 15 and newer; outbox-relay migrate does, run by a superuser)"
 
 func (r *retainer) release() {
 	r.strainedSince, r.walkingOn = time.Time{}, false // another relay may have deleted meanwhile
@@ -395,8 +412,14 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from store.RetentionCu
 		prev := from.At
 		start := time.Now()
 		done := r.delay.work()
-		walked, deleted, to, err := r.store.RetentionStep(ctx, mapped, from, cutoff, batch)
+		walked, deleted, to, err := r.store.RetentionStep(ctx, mapped, from, cutoff, batch, r.compress)
 		done()
+		if err != nil && r.compress != "" && isPrivilege(err) {
+			r.log.Warn("retention: may no longer set wal_compression for its own deletes (SET ON PARAMETER revoked?); "+
+				"walking on with the server's", zap.Error(err))
+			r.compress = ""
+			continue
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("retention: deleting delivered events failed; trying again at the next pass", zap.Error(err))
@@ -550,4 +573,11 @@ func (r *retainer) wait(ctx context.Context, d time.Duration) bool {
 		return r.sleep(ctx, d)
 	}
 	return outage.Sleep(ctx, d)
+}
+
+// isPrivilege reports whether err is PostgreSQL's refusal of a statement
+// for want of a privilege (SQLSTATE 42501).
+func isPrivilege(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }

@@ -704,12 +704,16 @@ func TestRetention_AWalkCutShortRecordsWhereItGotTo(t *testing.T) {
 }
 
 // TestRetention_SaysWhenItLeadsThatWALCompressionWouldShrinkItsWAL takes
-// the retention lock on a server whose wal_compression is off, then on a
-// session where it is on: only the first says what lz4 would save.
+// the retention lock on a server whose wal_compression is off: as a role
+// that may set it for its own transactions (a superuser; a relay's, which
+// migrate lets on PostgreSQL 15 and newer) it compresses its own WAL and
+// says so; as one that may not, it says what compression would save; on a
+// session where it is on, it says neither.
 func TestRetention_SaysWhenItLeadsThatWALCompressionWouldShrinkItsWAL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	u, pool := pgtest.Migrated(t)
+	pgtest.LoginRoles(t, u)
 	var setting string
 	if err := pool.QueryRow(ctx, `SHOW wal_compression`).Scan(&setting); err != nil {
 		t.Fatal(err)
@@ -725,19 +729,64 @@ func TestRetention_SaysWhenItLeadsThatWALCompressionWouldShrinkItsWAL(t *testing
 	q.Set("options", "-c wal_compression=on")                        // a superuser's session setting; "on" (pglz) in every major
 	compressed.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // libpq reads no "+" as a space
 
+	const compresses = "retention: compresses the WAL of its own deletes (wal_compression for its own transactions; the server's is off)"
+	relayMay := pgtest.Major(t) >= 15
 	for _, c := range []struct {
-		url  string
-		hint bool
-	}{{u, true}, {compressed.String(), false}} {
+		name, url      string
+		hint, compress bool
+	}{
+		{"a superuser", u, false, true},
+		{"a relay's role", pgtest.RelayURL(u), !relayMay, relayMay},
+		{"a writer's role", pgtest.WriterURL(u), true, false},
+		{"a session with wal_compression on", compressed.String(), false, false},
+	} {
 		core, logs := observer.New(zap.InfoLevel)
 		r := &retainer{dbURL: c.url, timeout: 5 * time.Second, store: store.New(pool), age: time.Hour, log: zap.New(core)}
 		if !r.lead(ctx) {
-			t.Fatalf("%s: did not take the free retention lock", c.url)
+			t.Fatalf("%s: did not take the free retention lock", c.name)
 		}
 		r.release()
 		if got := logs.FilterMessage(walCompressionHint).Len(); (got == 1) != c.hint {
-			t.Errorf("with %s: the hint logged %d times, want it: %v", c.url, got, c.hint)
+			t.Errorf("%s: the hint logged %d times, want it: %v", c.name, got, c.hint)
 		}
+		if got := logs.FilterMessage(compresses).Len(); (got == 1) != c.compress || (r.compress != "") != c.compress {
+			t.Errorf("%s: said it compresses %d times, compresses with %q; want it to: %v", c.name, got, r.compress, c.compress)
+		}
+	}
+}
+
+// TestRetention_WalksOnWithTheServersWALCompressionOnceItMayNoLongerSetItsOwn:
+// a DBA who takes SET on wal_compression back from outbox_relay while a
+// relay leads retention must not stop it: its next step is refused
+// (SQLSTATE 42501), and it says so once and walks on without compressing.
+func TestRetention_WalksOnWithTheServersWALCompressionOnceItMayNoLongerSetItsOwn(t *testing.T) {
+	t.Parallel()
+	if pgtest.Major(t) < 15 {
+		t.Skip("PostgreSQL 14 grants no SET on a parameter")
+	}
+	ctx := context.Background()
+	dbURL := pgtest.Cluster(t, nil, "wal_compression=off") // its own: the grant taken back is the cluster's
+	pgtest.Migrate(t, dbURL)
+	pgtest.LoginRoles(t, dbURL)
+	admin := pgtest.Pool(t, dbURL)
+	pgtest.Exec(t, admin, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '10 days' + i * interval '1 second' FROM generate_series(1, 50) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
+	pool := pgtest.Pool(t, pgtest.RelayURL(dbURL))
+	core, logs := observer.New(zap.InfoLevel)
+	r := &retainer{dbURL: pgtest.RelayURL(dbURL), timeout: 5 * time.Second, store: store.New(pool), age: 7 * 24 * time.Hour,
+		log: zap.New(core), batch: 10, deleted: func(int64) {}, sleep: func(context.Context, time.Duration) bool { return true }}
+	if !r.lead(ctx) || r.compress == "" {
+		t.Fatalf("led %v, compressing with %q: want a relay's role to compress its own WAL", r.lock != nil, r.compress)
+	}
+	defer r.release()
+	pgtest.Exec(t, admin, `REVOKE SET ON PARAMETER wal_compression FROM outbox_relay`)
+	r.pass(ctx)
+	if left := pgtest.Count(t, admin, `SELECT count(*) FROM outbox.events`); left != 0 {
+		t.Errorf("%d of 50 old SENT events left after a pass; logs: %v", left, logs.All())
+	}
+	if n := logs.FilterMessageSnippet("may no longer set wal_compression").Len(); n != 1 || r.compress != "" {
+		t.Errorf("said it may no longer compress %d times, compresses with %q; want once, and not", n, r.compress)
 	}
 }
 

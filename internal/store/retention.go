@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed sql/retention.sql
@@ -40,15 +41,29 @@ type RetentionCursor struct {
 // (retention_mapped.sql). It returns how many it walked, how many it
 // deleted, and the cursor after them (from itself if it walked none): at
 // the last one's instant, past those of it that this step and, at the same
-// instant, earlier ones kept (retention.sql says why).
-func (s *Store) RetentionStep(ctx context.Context, mapped bool, from RetentionCursor, cutoff time.Time, limit int) (walked int, deleted int64, to RetentionCursor, err error) {
+// instant, earlier ones kept (retention.sql says why). With compress (a
+// wal_compression value, RetentionWALCompression), its transaction writes
+// its WAL so compressed, whatever the server's setting.
+func (s *Store) RetentionStep(ctx context.Context, mapped bool, from RetentionCursor, cutoff time.Time, limit int, compress string) (walked int, deleted int64, to RetentionCursor, err error) {
 	sql := retentionSQL
 	if mapped {
 		sql = retentionMappedSQL
 	}
 	var last *time.Time
 	var kept int64
-	err = s.db.QueryRow(ctx, sql, from.At, cutoff, limit, from.Past).Scan(&walked, &last, &deleted, &kept)
+	scan := func(row pgx.Row) error { return row.Scan(&walked, &last, &deleted, &kept) }
+	if compress == "" {
+		err = scan(s.db.QueryRow(ctx, sql, from.At, cutoff, limit, from.Past))
+	} else {
+		// One batch is one implicit transaction (one Sync), so the setting,
+		// local to it, holds for the step, and goes with its commit: it
+		// must be in force before the DELETE writes, which a set_config in
+		// the step's own statement would not promise.
+		b := &pgx.Batch{}
+		b.Queue(`SELECT pg_catalog.set_config('wal_compression', $1, true)`, compress)
+		b.Queue(sql, from.At, cutoff, limit, from.Past).QueryRow(scan)
+		err = s.db.SendBatch(ctx, b).Close()
+	}
 	switch {
 	case err != nil:
 		return 0, 0, from, fmt.Errorf("deleting delivered events: %w", err)
@@ -109,6 +124,42 @@ func WALCompression(ctx context.Context, db DB) (string, error) {
 		return "", fmt.Errorf("reading wal_compression: %w", err)
 	}
 	return v, nil
+}
+
+// RetentionWALCompression returns the wal_compression value retention's
+// steps may set for their own transactions (RetentionStep's compress): ""
+// if db's role may not set it (wal_compression is a superuser's setting: PostgreSQL 15
+// and newer let migrate GRANT SET ON PARAMETER wal_compression TO
+// outbox_relay, roles.sql); else lz4 when the server was built with it,
+// else on (pglz). It tries each in a transaction it rolls back.
+func RetentionWALCompression(ctx context.Context, db Beginner) (string, error) {
+	for _, v := range []string{"lz4", "on"} {
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			return "", fmt.Errorf("trying wal_compression: %w", err)
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_catalog.set_config('wal_compression', $1, true)`, v)
+		if rerr := tx.Rollback(ctx); err == nil && rerr != nil {
+			return "", fmt.Errorf("trying wal_compression: %w", rerr)
+		}
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			return v, nil
+		case errors.As(err, &pgErr) && pgErr.Code == "22023": // invalid_parameter_value: built without lz4
+			continue
+		case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
+			return "", nil
+		default:
+			return "", fmt.Errorf("trying wal_compression: %w", err)
+		}
+	}
+	return "", nil
+}
+
+// Beginner is a session that can begin a transaction (a *pgx.Conn).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // TryRetentionLock takes the retention advisory lock for the session of db

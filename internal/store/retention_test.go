@@ -51,7 +51,7 @@ func TestRetentionStep_ItsCommitsDoNotWaitForTheWALFlush(t *testing.T) {
 	var from store.RetentionCursor
 	const steps = 50
 	for i := range steps {
-		walked, deleted, to, err := s.RetentionStep(ctx, false, from, time.Now().Add(-7*24*time.Hour), 10)
+		walked, deleted, to, err := s.RetentionStep(ctx, false, from, time.Now().Add(-7*24*time.Hour), 10, "")
 		if err != nil || walked != 10 || deleted != 10 {
 			t.Fatalf("step %d: walked %d, deleted %d, %v; want 10 and 10", i+1, walked, deleted, err)
 		}
@@ -171,5 +171,93 @@ func TestRetentionLockHolder_NamesAPreparedTransactionThatHoldsIt(t *testing.T) 
 	h, found, err := store.RetentionLockHolder(ctx, relay)
 	if err != nil || !found || h.Relay || h.PID != 0 || h.App != "prepared transaction held" || h.User != "postgres" {
 		t.Fatalf("held by a prepared transaction: %+v found %v err %v", h, found, err)
+	}
+}
+
+// TestRetentionStep_CompressesItsWALWhenAskedWhateverTheServersSetting
+// deletes 1,000 events after a checkpoint without compress and 1,000 more
+// after another with the value RetentionWALCompression finds, on a server
+// of its own with wal_compression off: most of a delete's WAL is the page
+// images the checkpoint forces, and with compress they shrink.
+func TestRetentionStep_CompressesItsWALWhenAskedWhateverTheServersSetting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.Cluster(t, nil, "wal_compression=off", "full_page_writes=on", "autovacuum=off")
+	pgtest.Migrate(t, dbURL)
+	pool := pgtest.Pool(t, dbURL)
+	pgtest.Exec(t, pool, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', jsonb_build_object('note', repeat('x', 500)), now() - interval '10 days' + i * interval '1 second'
+		FROM generate_series(1, 2000) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	compress, err := store.RetentionWALCompression(ctx, conn)
+	if err != nil || compress == "" {
+		t.Fatalf("a superuser may set wal_compression: got %q, %v", compress, err)
+	}
+	s := store.New(conn)
+	var from store.RetentionCursor
+	wal := func(c string) int {
+		pgtest.Exec(t, pool, `CHECKPOINT`)
+		var before, after string
+		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&before); err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			walked, deleted, to, err := s.RetentionStep(ctx, false, from, time.Now().Add(-7*24*time.Hour), 100, c)
+			if err != nil || walked != 100 || deleted != 100 {
+				t.Fatalf("compress %q: walked %d, deleted %d, %v; want 100 and 100", c, walked, deleted, err)
+			}
+			from = to
+		}
+		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&after); err != nil {
+			t.Fatal(err)
+		}
+		return pgtest.Count(t, pool, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::int`, after, before)
+	}
+	plain, compressed := wal(""), wal(compress)
+	t.Logf("1,000 deletes: %d bytes of WAL without, %d with wal_compression %s", plain, compressed, compress)
+	if compressed*2 > plain {
+		t.Errorf("1,000 deletes wrote %d bytes of WAL with wal_compression %s for their transactions, %d without; want under half",
+			compressed, compress, plain)
+	}
+	if got := pgtest.Count(t, pool, `SELECT count(*) FROM pg_settings WHERE name = 'wal_compression' AND setting = 'off'`); got != 1 {
+		t.Errorf("the server's wal_compression changed")
+	}
+}
+
+// TestRetentionWALCompression_OnlyForARoleThatMaySetIt: wal_compression is
+// a superuser's setting; migrate grants SET on it to outbox_relay on
+// PostgreSQL 15 and newer (roles.sql), so a relay's role may compress
+// retention's WAL there, and a writer's never.
+func TestRetentionWALCompression_OnlyForARoleThatMaySetIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL, _ := pgtest.Migrated(t)
+	pgtest.LoginRoles(t, dbURL)
+	try := func(url string) string {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		v, err := store.RetentionWALCompression(ctx, c)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		if c.PgConn().TxStatus() != 'I' {
+			t.Errorf("%s: left a transaction open", url)
+		}
+		return v
+	}
+	if v := try(pgtest.WriterURL(dbURL)); v != "" {
+		t.Errorf("a writer's role may set wal_compression: %q", v)
+	}
+	v := try(pgtest.RelayURL(dbURL))
+	if major := pgtest.Major(t); (major >= 15) != (v == "lz4" || v == "on") {
+		t.Errorf("PostgreSQL %d: a relay's role gets %q", major, v)
 	}
 }
