@@ -189,7 +189,7 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 		g.StreamRSSMiB = max(g.StreamRSSMiB, stream.RSSMiB)
 		g.FirstSweepSeconds = max(g.FirstSweepSeconds, swept.Seconds())
 
-		ret, deleted, s, err := b.streamWhileRetaining(ctx, growthRetention-time.Duration(i)*24*time.Hour, true, "--log-level", "info")
+		ret, deleted, s, err := b.streamWhileRetaining(ctx, growthRetention-time.Duration(i)*24*time.Hour, "--log-level", "info")
 		if err != nil && !errors.Is(err, errLate) {
 			return g, err
 		}
@@ -333,10 +333,6 @@ func (b *bench) streamAt1000(ctx context.Context, afterSweep bool) (Result, time
 		// from 15 s into the stream: so does this one, or its first
 		// seconds (connections, caches) would count here alone.
 		defer b.warmAtLeast(retentionWarmup)()
-		if err := b.checkpointBeforeStream(ctx); err != nil {
-			_ = r.stop()
-			return Result{}, 0, err
-		}
 	}
 	fmt.Fprintf(os.Stderr, "growth: stream at 1000 events/s (after the first sweep: %v)\n", afterSweep)
 	res, err := b.steady(ctx, 1000, r, r.pid())
@@ -344,25 +340,6 @@ func (b *bench) streamAt1000(ctx context.Context, afterSweep bool) (Result, time
 		err = stopErr
 	}
 	return res, swept, err
-}
-
-// checkpointBeforeStream runs a CHECKPOINT just before a stream run of
-// the growth phase's pairs (without retention and while it deletes) starts
-// its writer, so that each starts its warm-up at a checkpoint and no timed
-// or requested one falls in its measured minute unless that run's own WAL
-// brings it. Run 40 (20,000,000 rows) showed why: every run while
-// retention deleted had a checkpoint in it and none without (a timed one,
-// and ones requested by the WAL retention wrote while the stream was idle,
-// during the relay's first gap sweep), and its p99 was 100 ms with 0 and
-// 1,287 deletes in the measured minute, 13 ms with 125,730. The bench's
-// own CHECKPOINT counts among each run's requested checkpoints.
-func (b *bench) checkpointBeforeStream(ctx context.Context) error {
-	t0 := time.Now()
-	if _, err := b.pool.Exec(ctx, `CHECKPOINT`); err != nil {
-		return fmt.Errorf("checkpoint before the stream: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "growth: checkpoint before the stream: %.0f ms\n", float64(time.Since(t0).Microseconds())/1000)
-	return nil
 }
 
 // timeClaims writes growthClaims*growthClaimRows due PENDING rows (new

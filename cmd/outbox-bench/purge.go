@@ -27,7 +27,7 @@ func (b *bench) purgeSteady(ctx context.Context) error {
 	if err := b.exec(ctx, `VACUUM ANALYZE outbox.events, outbox.deliveries`); err != nil {
 		return err
 	}
-	res, deleted, _, err := b.streamWhileRetaining(ctx, 7*24*time.Hour, false)
+	res, deleted, _, err := b.streamWhileRetaining(ctx, 7*24*time.Hour)
 	if err != nil {
 		return err
 	}
@@ -62,9 +62,8 @@ const retentionWarmup = 15 * time.Second
 // streamWhileRetaining runs the stream at 1,000 events/s with a relay whose
 // --retention is retention (from its start, it deletes what is older), and
 // returns the stream's result, how many events older than the retention
-// were deleted, and over how many seconds (the relay's run); with
-// checkpoint, a CHECKPOINT starts the stream (checkpointBeforeStream).
-func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duration, checkpoint bool, relayArgs ...string) (res Result, deleted int, secs float64, err error) {
+// were deleted, and over how many seconds (the relay's run).
+func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duration, relayArgs ...string) (res Result, deleted int, secs float64, err error) {
 	if err := b.freshSlot(ctx, "bench_steady"); err != nil {
 		return res, 0, 0, err
 	}
@@ -99,16 +98,10 @@ func (b *bench) streamWhileRetaining(ctx context.Context, retention time.Duratio
 		_ = r.stop()
 		return res, 0, 0, err
 	}
+	fmt.Fprintln(os.Stderr, "steady state: stream at 1000 events/s while retention purges")
 	// Retention waits for 10 quiet seconds of the stream to know its usual
 	// delay before it deletes: the measured window starts after them.
 	defer b.warmAtLeast(retentionWarmup)()
-	if checkpoint {
-		if err := b.checkpointBeforeStream(ctx); err != nil {
-			_ = r.stop()
-			return res, 0, 0, err
-		}
-	}
-	fmt.Fprintln(os.Stderr, "steady state: stream at 1000 events/s while retention purges")
 	// How many it deletes in the measured window: a run in which it
 	// deleted nothing measures nothing (it did, once, when a walk went on
 	// from where one over a smaller fill had ended). Read from the
