@@ -3,12 +3,10 @@ package relay
 import (
 	"cmp"
 	"context"
-	"errors"
 	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
 	"github.com/outbox-relay/outbox-relay/internal/outage"
@@ -414,7 +412,7 @@ func (r *retainer) walk(ctx context.Context, mapped bool, from store.RetentionCu
 		done := r.delay.work()
 		walked, deleted, to, err := r.store.RetentionStep(ctx, mapped, from, cutoff, batch, r.compress)
 		done()
-		if err != nil && r.compress != "" && isPrivilege(err) {
+		if err != nil && r.compress != "" && pgdial.IsDenied(err) {
 			r.log.Warn("retention: may no longer set wal_compression for its own deletes (SET ON PARAMETER revoked?); "+
 				"walking on with the server's", zap.Error(err))
 			r.compress = ""
@@ -573,11 +571,4 @@ func (r *retainer) wait(ctx context.Context, d time.Duration) bool {
 		return r.sleep(ctx, d)
 	}
 	return outage.Sleep(ctx, d)
-}
-
-// isPrivilege reports whether err is PostgreSQL's refusal of a statement
-// for want of a privilege (SQLSTATE 42501).
-func isPrivilege(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }

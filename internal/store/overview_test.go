@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -52,20 +53,10 @@ func consoleRows(t *testing.T, pool *pgxpool.Pool, common, failed, pending int) 
 		t.Fatal(err)
 	}
 	rows := common + 1
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var ins int
-		if err := pool.QueryRow(ctx, `SELECT coalesce((SELECT n_tup_ins FROM pg_stat_all_tables WHERE relid = 'outbox.deliveries'::regclass), 0)`).Scan(&ins); err != nil {
-			t.Fatal(err)
-		}
-		if ins >= rows {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the statistics counted %d rows inserted into outbox.deliveries after 10 s, want %d", ins, rows)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	pgtest.Eventually(t, 10*time.Second, "the inserts into outbox.deliveries counted in the statistics", func() (bool, string) {
+		ins := pgtest.Count(t, pool, `SELECT coalesce((SELECT n_tup_ins FROM pg_stat_all_tables WHERE relid = 'outbox.deliveries'::regclass), 0)`)
+		return ins >= rows, fmt.Sprintf("%d of %d rows", ins, rows)
+	})
 	execAll(t, pool, `ANALYZE outbox.deliveries`)
 }
 

@@ -23,6 +23,9 @@ var (
 	retentionProgressSaveSQL string
 )
 
+// setWALCompression sets wal_compression for the rest of the transaction.
+const setWALCompression = `SELECT pg_catalog.set_config('wal_compression', $1, true)`
+
 // retentionLock is the advisory lock key of the relay that runs retention:
 // one at a time.
 const retentionLock = "outbox-relay/retention"
@@ -60,7 +63,7 @@ func (s *Store) RetentionStep(ctx context.Context, mapped bool, from RetentionCu
 		// must be in force before the DELETE writes, which a set_config in
 		// the step's own statement would not promise.
 		b := &pgx.Batch{}
-		b.Queue(`SELECT pg_catalog.set_config('wal_compression', $1, true)`, compress)
+		b.Queue(setWALCompression, compress)
 		b.Queue(sql, from.At, cutoff, limit, from.Past).QueryRow(scan)
 		err = s.db.SendBatch(ctx, b).Close()
 	}
@@ -132,13 +135,13 @@ func WALCompression(ctx context.Context, db DB) (string, error) {
 // and newer let migrate GRANT SET ON PARAMETER wal_compression TO
 // outbox_relay, roles.sql); else lz4 when the server was built with it,
 // else on (pglz). It tries each in a transaction it rolls back.
-func RetentionWALCompression(ctx context.Context, db Beginner) (string, error) {
+func RetentionWALCompression(ctx context.Context, db beginner) (string, error) {
 	for _, v := range []string{"lz4", "on"} {
 		tx, err := db.Begin(ctx)
 		if err != nil {
 			return "", fmt.Errorf("trying wal_compression: %w", err)
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_catalog.set_config('wal_compression', $1, true)`, v)
+		_, err = tx.Exec(ctx, setWALCompression, v)
 		if rerr := tx.Rollback(ctx); err == nil && rerr != nil {
 			return "", fmt.Errorf("trying wal_compression: %w", rerr)
 		}
@@ -155,11 +158,6 @@ func RetentionWALCompression(ctx context.Context, db Beginner) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-// Beginner is a session that can begin a transaction (a *pgx.Conn).
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // TryRetentionLock takes the retention advisory lock for the session of db
