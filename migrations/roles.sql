@@ -117,13 +117,31 @@ END $$;
 -- PostgreSQL 15 and newer let a superuser grant; granted when whoever runs
 -- this may, else the relay says how once it runs retention. It reaches no
 -- other session and changes nothing but the size of the WAL it writes.
+-- The grant is the cluster's, and the migration lock only a database's:
+-- granted only when missing, and a GRANT from another database's migrate at
+-- the same moment (its catalog row updated or inserted meanwhile) is that
+-- grant made, not a failure, once the catalog shows it.
 DO $$
 DECLARE may boolean;
+DECLARE has boolean;
 BEGIN
     IF pg_catalog.current_setting('server_version_num')::integer OPERATOR(pg_catalog.>=) 150000 THEN
-        EXECUTE 'SELECT pg_catalog.has_parameter_privilege(''wal_compression'', ''SET WITH GRANT OPTION'')' INTO may;
-        IF may THEN
-            EXECUTE 'GRANT SET ON PARAMETER wal_compression TO outbox_relay';
+        EXECUTE 'SELECT pg_catalog.has_parameter_privilege(''wal_compression'', ''SET WITH GRANT OPTION''),
+                        pg_catalog.has_parameter_privilege(''outbox_relay'', ''wal_compression'', ''SET'')' INTO may, has;
+        IF may AND NOT has THEN
+            BEGIN
+                EXECUTE 'GRANT SET ON PARAMETER wal_compression TO outbox_relay';
+            EXCEPTION WHEN internal_error OR unique_violation THEN
+                -- The catalog itself, read anew: has_parameter_privilege
+                -- would answer from this session's cache, from before.
+                EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_parameter_acl p, pg_catalog.aclexplode(p.paracl) a
+                                        WHERE p.parname OPERATOR(pg_catalog.=) ''wal_compression''
+                                          AND a.grantee OPERATOR(pg_catalog.=) ''outbox_relay''::pg_catalog.regrole
+                                          AND a.privilege_type OPERATOR(pg_catalog.=) ''SET'')' INTO has;
+                IF NOT has THEN
+                    RAISE;
+                END IF;
+            END;
         END IF;
     END IF;
 END $$;

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -130,6 +132,84 @@ func TestRoles_EachRoleCanDoItsJobAndNothingElse(t *testing.T) {
 				if may(t, conn, sql) {
 					t.Errorf("%s may: %s", c.group, sql)
 				}
+			}
+		})
+	}
+}
+
+// TestRoles_DatabasesOfOneClusterGrantingAtOnceAllSucceed: roles and the
+// SET grant on wal_compression are the cluster's, not a database's, and the
+// migration lock is a database's. So migrate run at once on two databases of
+// one cluster both granted SET on wal_compression, and the second GRANT
+// waited on the first and then failed its whole roles transaction ("tuple
+// concurrently updated" where the parameter had a catalog row, a duplicate
+// key where it had none; CI, on the shared test cluster). Each must
+// succeed, the relay's role hold the grant, and a migrate that finds it
+// granted must not wait on another database's at all.
+func TestRoles_DatabasesOfOneClusterGrantingAtOnceAllSucceed(t *testing.T) {
+	t.Parallel()
+	if pgtest.Major(t) < 15 {
+		t.Skip("PostgreSQL 14 grants no SET on a parameter")
+	}
+	ctx := context.Background()
+	first := pgtest.Cluster(t, nil) // its own: the grants taken back are the cluster's
+	pgtest.Migrate(t, first)
+	admin := pgtest.Pool(t, first)
+	pgtest.Exec(t, admin, `CREATE DATABASE second`)
+	u, err := url.Parse(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/second"
+	second := u.String()
+	pgtest.Migrate(t, second)
+	for _, c := range []struct {
+		name, before string
+		waits        bool
+	}{
+		{"the parameter has a catalog row", `REVOKE SET ON PARAMETER wal_compression FROM outbox_relay;
+			GRANT SET ON PARAMETER wal_compression TO outbox_writer`, true},
+		{"the parameter has no catalog row", `REVOKE SET ON PARAMETER wal_compression FROM outbox_relay, outbox_writer`, true},
+		{"the relay's role holds the grant", `GRANT SET ON PARAMETER wal_compression TO outbox_relay`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pgtest.Exec(t, admin, c.before)
+			tx, err := admin.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // committed below
+			if _, err := tx.Exec(ctx, `GRANT SET ON PARAMETER wal_compression TO outbox_relay`); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := pgx.Connect(ctx, second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			done := make(chan error, 1)
+			go func() { done <- migrations.Roles(ctx, conn) }()
+			if c.waits {
+				pgtest.Eventually(t, 10*time.Second, "the second database's GRANT waiting on the first's", func() (bool, string) {
+					n := pgtest.Count(t, admin, `SELECT count(*) FROM pg_stat_activity WHERE datname = 'second' AND wait_event_type = 'Lock'`)
+					return n == 1, fmt.Sprintf("%d sessions of database second waiting on a lock", n)
+				})
+			} else {
+				select {
+				case err := <-done:
+					done <- err
+				case <-time.After(10 * time.Second):
+					t.Fatal("roles on the second database waited on the first's open GRANT of what it already holds")
+				}
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("roles on the second database, granting at once with the first: %v", err)
+			}
+			if n := pgtest.Count(t, admin, `SELECT count(*) WHERE has_parameter_privilege('outbox_relay', 'wal_compression', 'SET')`); n != 1 {
+				t.Fatal("outbox_relay may not set wal_compression")
 			}
 		})
 	}
