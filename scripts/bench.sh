@@ -14,9 +14,10 @@
 # that Debian ships; see scripts/lib.sh.
 #
 # --server-setting NAME=VALUE (repeatable) sets a PostgreSQL setting on the
-# bench's server (ALTER SYSTEM, then a reload) before it runs, such as the
-# settings docs/performance.md recommends; results.json records the WAL and
-# checkpoint settings the run had.
+# bench's server (on its command line, as scripts/lib.sh sets its own, which
+# it overrides: shared_buffers too), such as the settings docs/performance.md
+# recommends; results.json records the WAL, checkpoint and memory settings
+# the run had.
 #
 # --growth 0,5000000,20000000 runs only the growth phase instead (off by
 # default: minutes a size, and about 1 GiB of disk a million rows): for each
@@ -38,12 +39,18 @@ while [ $# -gt 0 ]; do
     *) BENCH_ARGS+=("$1"); shift ;;
   esac
 done
+PG_OPTS=""
 for s in ${SETTINGS[@]+"${SETTINGS[@]}"}; do
   case "$s" in
     [a-z_]*=*) [[ "${s%%=*}" =~ ^[a-z_.]+$ ]] || { echo "--server-setting $s: NAME is a PostgreSQL setting's name" >&2; exit 64; } ;;
     *) echo "--server-setting $s: expected NAME=VALUE, such as wal_compression=lz4" >&2; exit 64 ;;
   esac
+  # The value goes on the server's command line: one word.
+  [[ "${s#*=}" =~ ^[A-Za-z0-9._:,+-]+$ ]] ||
+    { echo "--server-setting $s: VALUE must be one word of letters, digits and . _ : , + -" >&2; exit 64; }
+  PG_OPTS+=" -c $s"
 done
+export PG_OPTS
 set -- ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"}
 
 WORK=$(mktemp -d /tmp/outbox-bench.XXXXXX)
@@ -60,19 +67,11 @@ go build -o "$WORK/outbox-relay" ./cmd/outbox-relay
 go build -o "$WORK/kafka-dev" ./cmd/kafka-dev
 go build -o "$WORK/outbox-bench" ./cmd/outbox-bench
 
-pg_start
+pg_start || { echo "--server-setting: PostgreSQL did not start with ${SETTINGS[*]} (its log above)" >&2; exit 64; }
 for s in ${SETTINGS[@]+"${SETTINGS[@]}"}; do
-  # The value is passed as a literal through psql's variable quoting (:'v').
-  psql -X -q -v ON_ERROR_STOP=1 -v v="${s#*=}" "$DATABASE_URL" <<<"ALTER SYSTEM SET ${s%%=*} = :'v';" ||
-    { echo "--server-setting $s: PostgreSQL refused it" >&2; exit 64; }
+  # Each as the server has it (a custom name.with_dot is taken as given).
+  log "server setting ${s%%=*}: $(psql -X -At -v n="${s%%=*}" "$DATABASE_URL" <<<"SELECT pg_catalog.current_setting(:'n');")"
 done
-if [ ${#SETTINGS[@]} -gt 0 ]; then
-  psql -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'SELECT pg_reload_conf()' >/dev/null
-  if [ -n "$(psql -X -At "$DATABASE_URL" -c 'SELECT name FROM pg_settings WHERE pending_restart')" ]; then
-    as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 restart >/dev/null # with the options it was started with
-  fi
-  log "server settings: ${SETTINGS[*]}"
-fi
 kafka_dev_start "$WORK/kafka-dev" bench:3 "$WORK/kafka.log"
 "$WORK/outbox-relay" migrate --database-url "$DATABASE_URL" >/dev/null
 

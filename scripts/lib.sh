@@ -177,7 +177,9 @@ as_pg() {
 }
 
 # pg_start starts a cluster in a temp dir on a free loopback port and exports
-# DATABASE_URL (superuser postgres, database postgres).
+# DATABASE_URL (superuser postgres, database postgres). PG_OPTS ("-c
+# name=value ...") goes on the server's command line after these settings,
+# so it overrides them (ALTER SYSTEM cannot: the command line wins).
 pg_start() {
   pg_find_bin || return 1
   PG_DIR=$(mktemp -d /tmp/outbox-pg.XXXXXX)
@@ -195,7 +197,7 @@ pg_start() {
     if as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start \
       -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_DIR -c wal_level=logical \
           -c max_replication_slots=100 -c max_wal_senders=100 -c max_connections=300 \
-          -c fsync=${PG_FSYNC:-on} -c shared_buffers=256MB -c wal_sender_timeout=60s" >/dev/null 2>&1; then
+          -c fsync=${PG_FSYNC:-on} -c shared_buffers=256MB -c wal_sender_timeout=60s ${PG_OPTS:-}" >/dev/null 2>&1; then
       break
     fi
     tries=$((tries + 1))
