@@ -319,13 +319,16 @@ func TestPlans_ARetentionStepReadsItsBatchByKey(t *testing.T) {
 			FROM generate_series(1, 100000) i`,
 		`ANALYZE outbox.events`, `ANALYZE outbox.deliveries`, `ANALYZE outbox.mapped_events`)
 	for name, sql := range map[string]string{"events": retentionSQL, "mapped": retentionMappedSQL} {
-		var plan []byte
-		if err := pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, time.Time{}, time.Now().Add(-7*24*time.Hour), 100, 0).Scan(&plan); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for _, rel := range planScans(t, plan) {
-			if rel != "mapped_events" { // empty here: the copies of events not sent on their first try
-				t.Errorf("a retention step over %s reads %s whole: %s", name, rel, plan)
+		for _, skipLocked := range []bool{false, true} {
+			var plan []byte
+			if err := pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, time.Time{}, time.Now().Add(-7*24*time.Hour), 100, 0, skipLocked).
+				Scan(&plan); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for _, rel := range planScans(t, plan) {
+				if rel != "mapped_events" { // empty here: the copies of events not sent on their first try
+					t.Errorf("a retention step over %s (skipping locked rows: %v) reads %s whole: %s", name, skipLocked, rel, plan)
+				}
 			}
 		}
 	}

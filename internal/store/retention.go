@@ -26,6 +26,12 @@ var (
 // setWALCompression sets wal_compression for the rest of the transaction.
 const setWALCompression = `SELECT pg_catalog.set_config('wal_compression', $1, true)`
 
+// retentionLockTimeout bounds how long a retention step waits on a status
+// row another session holds before it is taken again skipping the held rows
+// (retention.sql): a resend's or a person's lock is brief; a lock held for
+// long must not stop retention.
+const retentionLockTimeout = `SELECT pg_catalog.set_config('lock_timeout', '200ms', true)`
+
 // retentionLock is the advisory lock key of the relay that runs retention:
 // one at a time.
 const retentionLock = "outbox-relay/retention"
@@ -54,18 +60,25 @@ func (s *Store) RetentionStep(ctx context.Context, mapped bool, from RetentionCu
 	}
 	var last *time.Time
 	var kept int64
-	scan := func(row pgx.Row) error { return row.Scan(&walked, &last, &deleted, &kept) }
-	if compress == "" {
-		err = scan(s.db.QueryRow(ctx, sql, from.At, cutoff, limit, from.Past))
-	} else {
-		// One batch is one implicit transaction (one Sync), so the setting,
-		// local to it, holds for the step, and goes with its commit: it
-		// must be in force before the DELETE writes, which a set_config in
-		// the step's own statement would not promise.
+	step := func(skipLocked bool) error {
+		// One batch is one implicit transaction (one Sync), so the
+		// settings, local to it, hold for the step, and go with its commit:
+		// they must be in force before the DELETE waits or writes, which a
+		// set_config in the step's own statement would not promise.
 		b := &pgx.Batch{}
-		b.Queue(setWALCompression, compress)
-		b.Queue(sql, from.At, cutoff, limit, from.Past).QueryRow(scan)
-		err = s.db.SendBatch(ctx, b).Close()
+		b.Queue(retentionLockTimeout)
+		if compress != "" {
+			b.Queue(setWALCompression, compress)
+		}
+		b.Queue(sql, from.At, cutoff, limit, from.Past, skipLocked).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&walked, &last, &deleted, &kept)
+		})
+		return s.db.SendBatch(ctx, b).Close()
+	}
+	err = step(false)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+		err = step(true) // a status row held past the lock timeout: skip it
 	}
 	switch {
 	case err != nil:

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -259,5 +260,188 @@ func TestRetentionWALCompression_OnlyForARoleThatMaySetIt(t *testing.T) {
 	v := try(pgtest.RelayURL(dbURL))
 	if major := pgtest.Major(t); (major >= 15) != (v == "lz4" || v == "on") {
 		t.Errorf("PostgreSQL %d: a relay's role gets %q", major, v)
+	}
+}
+
+// TestRetentionStep_WritesTwoWALRecordsAnEvent deletes 1,000 SENT events on
+// a server of its own and counts the WAL records (pg_stat_wal): an event's
+// delete and its status row's, about two an event. A step locked each
+// status row first (FOR UPDATE) and let the events' trigger delete it after:
+// a record more an event (3.1), and a step about a third slower.
+func TestRetentionStep_WritesTwoWALRecordsAnEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.Cluster(t, nil, "autovacuum=off")
+	pgtest.Migrate(t, dbURL)
+	pool := pgtest.Pool(t, dbURL)
+	pgtest.Exec(t, pool, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '10 days' + i * interval '1 second' FROM generate_series(1, 1000) i RETURNING id)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
+	records := func() int { return pgtest.Count(t, pool, `SELECT wal_records::int FROM pg_stat_wal`) }
+	settled := func() int { // a session's counts reach pg_stat_wal late (PostgreSQL 14: by its collector)
+		n := records()
+		for range 10 {
+			time.Sleep(700 * time.Millisecond)
+			if m := records(); m != n {
+				n = m
+				continue
+			}
+			break
+		}
+		return n
+	}
+	pool.Reset() // the set-up's session ends, and its counts are sent
+	before := settled()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := store.New(conn)
+	var from store.RetentionCursor
+	for i := range 10 {
+		walked, deleted, to, err := s.RetentionStep(ctx, false, from, time.Now().Add(-7*24*time.Hour), 100, "")
+		if err != nil || walked != 100 || deleted != 100 {
+			t.Fatalf("step %d: walked %d, deleted %d, %v; want 100 and 100", i+1, walked, deleted, err)
+		}
+		from = to
+	}
+	conn.Close(ctx) // its counts are sent as its session ends
+	n := settled() - before
+	t.Logf("1,000 events deleted with their status rows: %d WAL records", n)
+	if n > 2500 {
+		t.Errorf("1,000 events deleted with their status rows in %d WAL records, want about 2,000 (an event's delete and its status row's)", n)
+	}
+	if left := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries`); left != 0 {
+		t.Errorf("%d status rows left, want all 1,000 deleted", left)
+	}
+}
+
+// TestRetentionStep_SkipsAStatusRowAnotherSessionHolds: a step takes each
+// status row as it deletes it, so it waits on a row another session holds
+// (a resend, a person's open transaction). Up to its lock timeout only:
+// then it takes the step again skipping the held row, deletes the rest and
+// keeps that one, and a later step deletes it once it is let go. Both
+// walks: over events, and over mapped events' status rows.
+func TestRetentionStep_SkipsAStatusRowAnotherSessionHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	kinds := []struct {
+		name   string
+		mapped bool
+		insert string // 10 old SENT events, 9 days old and a second apart from $1
+		left   string // the events or mapped status rows left
+		oldest string // the oldest status row, whose event_id the holder locks
+	}{
+		{"events", false,
+			`WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+				SELECT 'orders', '{}', now() - interval '9 days' + ($1 + i) * interval '1 second' FROM generate_series(1, 10) i RETURNING id)
+				INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`,
+			`SELECT count(*) FROM outbox.events`,
+			`SELECT d.event_id::text FROM outbox.deliveries d JOIN outbox.events e ON e.id = d.event_id ORDER BY e.created_at LIMIT 1`},
+		{"mapped", true,
+			`INSERT INTO outbox.deliveries (event_id, status, attempts, source, topic, created_at)
+				SELECT outbox.event_id('public.t', ($1 + i)::text), 'SENT', 1, 'public.t', 'orders', now() - interval '9 days' + ($1 + i) * interval '1 second'
+				FROM generate_series(1, 10) i`,
+			`SELECT count(*) FROM outbox.deliveries WHERE source IS NOT NULL`,
+			`SELECT d.event_id::text FROM outbox.deliveries d WHERE d.source IS NOT NULL ORDER BY d.created_at LIMIT 1`},
+	}
+	cutoff := time.Now().Add(-7 * 24 * time.Hour)
+	s := store.New(pool)
+	round := 0
+	for _, k := range kinds {
+		for _, mode := range []string{"FOR UPDATE", "FOR NO KEY UPDATE", "FOR SHARE", "FOR KEY SHARE"} {
+			t.Run(k.name+"/"+mode, func(t *testing.T) {
+				round++
+				pgtest.Exec(t, pool, k.insert, round*10)
+				holder, err := pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer holder.Rollback(ctx) //nolint:errcheck // let go below
+				var held string
+				if err := holder.QueryRow(ctx, k.oldest+` `+mode+` OF d`).Scan(&held); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				var walked int
+				var deleted int64
+				go func() {
+					var err error
+					walked, deleted, _, err = s.RetentionStep(ctx, k.mapped, store.RetentionCursor{}, cutoff, 1000, "")
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("a retention step waited 10 s on a status row another session holds")
+				}
+				if left := pgtest.Count(t, pool, k.left); walked != 10 || deleted != 9 || left != 1 {
+					t.Fatalf("walked %d, deleted %d, %d left; want 10 walked, all but the held one deleted", walked, deleted, left)
+				}
+				if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.deliveries WHERE event_id = $1 AND status = 'SENT'`, held); n != 1 {
+					t.Fatalf("the held status row is gone")
+				}
+				if err := holder.Rollback(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if _, deleted, _, err := s.RetentionStep(ctx, k.mapped, store.RetentionCursor{}, cutoff, 1000, ""); err != nil || deleted != 1 {
+					t.Fatalf("once let go: deleted %d, %v; want the held one", deleted, err)
+				}
+			})
+		}
+	}
+}
+
+// TestRetentionStep_KeepsAnEventResentWhileItWaitsOnItsStatusRow: an
+// operator resends an old SENT event (its status row PENDING) in a
+// transaction that commits while a retention step waits on that row. The
+// step re-checks the row as its DELETE takes it, and keeps the event: a
+// resend that retention deleted would be an event lost.
+func TestRetentionStep_KeepsAnEventResentWhileItWaitsOnItsStatusRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool := pgtest.Migrated(t)
+	var resent string
+	if err := pool.QueryRow(ctx, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+		SELECT 'orders', '{}', now() - interval '9 days' + i * interval '1 second' FROM generate_series(1, 10) i RETURNING id, created_at)
+		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev ORDER BY created_at
+		RETURNING event_id::text`).Scan(&resent); err != nil {
+		t.Fatal(err)
+	}
+	operator, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer operator.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := operator.Exec(ctx, `SELECT outbox.resend($1)`, resent); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var deleted int64
+	go func() {
+		var err error
+		_, deleted, _, err = store.New(pool).RetentionStep(ctx, false, store.RetentionCursor{}, time.Now().Add(-7*24*time.Hour), 100, "")
+		done <- err
+	}()
+	pgtest.Eventually(t, 5*time.Second, "the step waiting on the resent event's status row", func() (bool, string) {
+		n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+		return n == 1, fmt.Sprintf("%d sessions waiting on a lock", n)
+	})
+	if err := operator.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if deleted != 9 {
+		t.Errorf("deleted %d, want the 9 events not resent", deleted)
+	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.events e JOIN outbox.deliveries d ON d.event_id = e.id
+		WHERE e.id = $1 AND d.status = 'PENDING'`, resent); n != 1 {
+		t.Errorf("the resent event, or its PENDING status row, is gone")
 	}
 }

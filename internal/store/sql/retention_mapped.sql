@@ -8,14 +8,19 @@ WITH unhurried AS (
     SELECT pg_catalog.set_config('synchronous_commit', 'off', true)
 ), walked AS (
     SELECT w.event_id, w.created_at FROM outbox.retention_walk_mapped($1, $2, $3, $4) w
-), doomed AS (
+), locked AS (
+    -- Only with $5: retention.sql says when.
     SELECT d.event_id FROM walked w JOIN outbox.deliveries d ON d.event_id = w.event_id
-    WHERE d.status = 'SENT'
+    WHERE $5 AND d.status = 'SENT'
     FOR UPDATE OF d SKIP LOCKED
-), copies AS (
-    DELETE FROM outbox.mapped_events m USING doomed WHERE m.id = doomed.event_id
 ), deleted AS (
-    DELETE FROM outbox.deliveries d USING doomed WHERE d.event_id = doomed.event_id RETURNING d.created_at
+    -- Each status row taken by its DELETE, its status re-checked then.
+    DELETE FROM outbox.deliveries d USING walked w
+    WHERE d.event_id = w.event_id AND d.status = 'SENT' AND d.source IS NOT NULL
+      AND (NOT $5 OR d.event_id IN (SELECT event_id FROM locked))
+    RETURNING d.event_id, d.created_at
+), copies AS (
+    DELETE FROM outbox.mapped_events m USING deleted WHERE m.id = deleted.event_id
 ), latest AS (
     SELECT max(created_at) AS at FROM walked
 )
