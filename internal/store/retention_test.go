@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-relay/outbox-relay/internal/pgtest"
 	"github.com/outbox-relay/outbox-relay/internal/store"
@@ -37,17 +38,7 @@ func TestRetentionStep_ItsCommitsDoNotWaitForTheWALFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The flushes of the set-up reach the count late on PostgreSQL 14 (its
-	// statistics collector): wait until it holds still.
-	before := syncs()
-	for range 10 {
-		time.Sleep(700 * time.Millisecond)
-		if n := syncs(); n != before {
-			before = n
-			continue
-		}
-		break
-	}
+	before := settled(t, pool, flushes) // the set-up's flushes
 	s := store.New(conn)
 	var from store.RetentionCursor
 	const steps = 50
@@ -71,6 +62,23 @@ func TestRetentionStep_ItsCommitsDoNotWaitForTheWALFlush(t *testing.T) {
 	if left := pgtest.Count(t, pool, `SELECT count(*) FROM outbox.events`); left != 0 {
 		t.Errorf("%d events left, want all 500 deleted", left)
 	}
+}
+
+// settled reads a count of the server's statistics once it holds still: a
+// session's counts reach them late (on PostgreSQL 14 through its statistics
+// collector, which sends them every half second).
+func settled(t *testing.T, pool *pgxpool.Pool, sql string) int {
+	t.Helper()
+	n := pgtest.Count(t, pool, sql)
+	for range 10 {
+		time.Sleep(700 * time.Millisecond)
+		m := pgtest.Count(t, pool, sql)
+		if m == n {
+			break
+		}
+		n = m
+	}
+	return n
 }
 
 // TestRetentionProgress_ACountOfKeptEventsHoldsOnlyForItsInstant records a
@@ -277,21 +285,9 @@ func TestRetentionStep_WritesTwoWALRecordsAnEvent(t *testing.T) {
 	pgtest.Exec(t, pool, `WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
 		SELECT 'orders', '{}', now() - interval '10 days' + i * interval '1 second' FROM generate_series(1, 1000) i RETURNING id)
 		INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`)
-	records := func() int { return pgtest.Count(t, pool, `SELECT wal_records::int FROM pg_stat_wal`) }
-	settled := func() int { // a session's counts reach pg_stat_wal late (PostgreSQL 14: by its collector)
-		n := records()
-		for range 10 {
-			time.Sleep(700 * time.Millisecond)
-			if m := records(); m != n {
-				n = m
-				continue
-			}
-			break
-		}
-		return n
-	}
+	const records = `SELECT wal_records::int FROM pg_stat_wal`
 	pool.Reset() // the set-up's session ends, and its counts are sent
-	before := settled()
+	before := settled(t, pool, records)
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +302,7 @@ func TestRetentionStep_WritesTwoWALRecordsAnEvent(t *testing.T) {
 		from = to
 	}
 	conn.Close(ctx) // its counts are sent as its session ends
-	n := settled() - before
+	n := settled(t, pool, records) - before
 	t.Logf("1,000 events deleted with their status rows: %d WAL records", n)
 	if n > 2500 {
 		t.Errorf("1,000 events deleted with their status rows in %d WAL records, want about 2,000 (an event's delete and its status row's)", n)
