@@ -317,30 +317,37 @@ func TestRetentionStep_WritesTwoWALRecordsAnEvent(t *testing.T) {
 // (a resend, a person's open transaction). Up to its lock timeout only:
 // then it takes the step again skipping the held row, deletes the rest and
 // keeps that one, and a later step deletes it once it is let go. Both
-// walks: over events, and over mapped events' status rows.
+// walks: over events, and over mapped events' status rows; and an event
+// held rather than its status row (skipped only since the step taken again
+// locks events too: it failed its lock timeout twice, and the walk stopped
+// there until the event was let go).
 func TestRetentionStep_SkipsAStatusRowAnotherSessionHolds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.Migrated(t)
+	events := struct{ insert, left, oldest string }{
+		`WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
+			SELECT 'orders', '{}', now() - interval '9 days' + ($1 + i) * interval '1 second' FROM generate_series(1, 10) i RETURNING id)
+			INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`,
+		`SELECT count(*) FROM outbox.events`,
+		`SELECT d.event_id::text FROM outbox.deliveries d JOIN outbox.events e ON e.id = d.event_id ORDER BY e.created_at LIMIT 1`,
+	}
 	kinds := []struct {
 		name   string
 		mapped bool
 		insert string // 10 old SENT events, 9 days old and a second apart from $1
 		left   string // the events or mapped status rows left
 		oldest string // the oldest status row, whose event_id the holder locks
+		of     string // what the holder locks: d, the status row, or e, the event
 	}{
-		{"events", false,
-			`WITH ev AS (INSERT INTO outbox.events (topic, payload, created_at)
-				SELECT 'orders', '{}', now() - interval '9 days' + ($1 + i) * interval '1 second' FROM generate_series(1, 10) i RETURNING id)
-				INSERT INTO outbox.deliveries (event_id, status, attempts) SELECT id, 'SENT', 1 FROM ev`,
-			`SELECT count(*) FROM outbox.events`,
-			`SELECT d.event_id::text FROM outbox.deliveries d JOIN outbox.events e ON e.id = d.event_id ORDER BY e.created_at LIMIT 1`},
+		{"events", false, events.insert, events.left, events.oldest, "d"},
+		{"an event itself", false, events.insert, events.left, events.oldest, "e"},
 		{"mapped", true,
 			`INSERT INTO outbox.deliveries (event_id, status, attempts, source, topic, created_at)
 				SELECT outbox.event_id('public.t', ($1 + i)::text), 'SENT', 1, 'public.t', 'orders', now() - interval '9 days' + ($1 + i) * interval '1 second'
 				FROM generate_series(1, 10) i`,
 			`SELECT count(*) FROM outbox.deliveries WHERE source IS NOT NULL`,
-			`SELECT d.event_id::text FROM outbox.deliveries d WHERE d.source IS NOT NULL ORDER BY d.created_at LIMIT 1`},
+			`SELECT d.event_id::text FROM outbox.deliveries d WHERE d.source IS NOT NULL ORDER BY d.created_at LIMIT 1`, "d"},
 	}
 	cutoff := time.Now().Add(-7 * 24 * time.Hour)
 	s := store.New(pool)
@@ -356,7 +363,7 @@ func TestRetentionStep_SkipsAStatusRowAnotherSessionHolds(t *testing.T) {
 				}
 				defer holder.Rollback(ctx) //nolint:errcheck // let go below
 				var held string
-				if err := holder.QueryRow(ctx, k.oldest+` `+mode+` OF d`).Scan(&held); err != nil {
+				if err := holder.QueryRow(ctx, k.oldest+` `+mode+` OF `+k.of).Scan(&held); err != nil {
 					t.Fatal(err)
 				}
 				done := make(chan error, 1)
