@@ -28,9 +28,10 @@ const setWALCompression = `SELECT pg_catalog.set_config('wal_compression', $1, t
 
 // retentionLockTimeout bounds how long a retention step waits on a row
 // another session holds before it is taken again skipping the held rows
-// (retention.sql): a resend's or a person's lock is brief; a row held for
-// long must not stop retention. A table's lock (a migration's) fails the
-// step, and the next pass tries again.
+// (retention.sql): a resend's or a person's lock is brief; a status row
+// held for long must not stop retention. An event's row held by its owner,
+// or a table's lock (a migration's), fails the step, and the next pass
+// tries again.
 const retentionLockTimeout = `SELECT pg_catalog.set_config('lock_timeout', '200ms', true)`
 
 // retentionLock is the advisory lock key of the relay that runs retention:

@@ -6,9 +6,11 @@
 -- as its DELETE takes it (a resend's PENDING is kept). Rows another session
 -- holds: the step waits on them up to its lock_timeout, and the store, if
 -- that runs out, takes the step again with $5 true, which locks the status
--- rows and their events first (FOR UPDATE SKIP LOCKED) and skips the held
--- ones. (A lock on a whole table, a migration's, fails both; the next pass
--- tries again.) Returns how many
+-- rows first (FOR UPDATE SKIP LOCKED) and skips the held ones. (An event's
+-- row only its owner can hold, as a relay's role may not lock events: no
+-- UPDATE on them, which FOR UPDATE needs even in a branch never run. Such a
+-- lock, or a whole table's, a migration's, fails both; the next pass tries
+-- again.) Returns how many
 -- events it walked, the latest created_at among them (the next cursor), how
 -- many it deleted, and how many of those created at that latest instant it
 -- kept (the next step's $4 if the cursor moves, added to it if not).
@@ -33,9 +35,9 @@ WITH unhurried AS (
     -- Only with $5 (never run without it). source IS NULL: a status row of
     -- a mapped event with this event's id is that event's, never this
     -- one's (migration 23).
-    SELECT w.id FROM walked w JOIN outbox.deliveries d ON d.event_id = w.id JOIN outbox.events e ON e.id = w.id
+    SELECT w.id FROM walked w JOIN outbox.deliveries d ON d.event_id = w.id
     WHERE $5 AND d.status = 'SENT' AND d.source IS NULL
-    FOR UPDATE OF d, e SKIP LOCKED
+    FOR UPDATE OF d SKIP LOCKED
 ), gone AS (
     -- The status rows first, each taken by its DELETE: a lock of its own
     -- before it (FOR UPDATE) wrote a WAL record a row more, and the events'
