@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-relay/outbox-relay/internal/pgdial"
 )
 
 //go:embed sql/retention.sql
@@ -166,7 +168,7 @@ func RetentionWALCompression(ctx context.Context, db beginner) (string, error) {
 			return v, nil
 		case errors.As(err, &pgErr) && pgErr.Code == "22023": // invalid_parameter_value: built without lz4
 			continue
-		case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
+		case pgdial.IsDenied(err):
 			return "", nil
 		default:
 			return "", fmt.Errorf("trying wal_compression: %w", err)
