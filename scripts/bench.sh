@@ -8,7 +8,7 @@
 #   scripts/bench.sh [--events 200000] [--drain-runs 3] [--rates 1000,5000,max] [--steady-duration 10s] [--warmup 2s]
 #                    [--big-transaction 1000000] [--out bench-results] [--pg 18]
 #                    [--server-setting wal_compression=lz4 ...]
-#   scripts/bench.sh --growth 0,5000000,20000000 [--growth-failed 1] [--events 100000] [--steady-duration 10s]
+#   scripts/bench.sh --growth 0,5000000,20000000 [--growth-failed 1] [--growth-interleaved 4m] [--events 100000] [--steady-duration 10s]
 #
 # --pg N (or PG_MAJOR=N) runs PostgreSQL N (14 to 18) instead of the newest
 # that Debian ships; see scripts/lib.sh.
@@ -23,7 +23,9 @@
 # default: minutes a size, and about 1 GiB of disk a million rows): for each
 # size, outbox.deliveries and outbox.events are filled as a week of traffic
 # leaves them, then the relay's drain of --events, the stream at 1,000/s, a
-# claim, the gap sweep, the console and retention are measured
+# claim, the gap sweep, the console and retention are measured, and last
+# one stream run (--growth-interleaved long) in blocks of 10 s that delete
+# at retention's keep-up pace and blocks that do not, in turn
 # (docs/performance.md, "Cost as the outbox grows").
 set -euo pipefail
 cd "$(dirname "$0")/.."

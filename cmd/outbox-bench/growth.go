@@ -75,6 +75,10 @@ type Growth struct {
 	// The console's overview and FAILED pages (median of --console-runs).
 	OverviewMs float64 `json:"console_overview_p50_ms"`
 	FailedMs   float64 `json:"console_failed_p50_ms"`
+	// Interleaved: the stream with and without deletes at retention's
+	// keep-up pace, block by block in one run (interleave.go); absent
+	// with --growth-interleaved 0.
+	Interleaved *Interleaved `json:"interleaved,omitempty"`
 }
 
 // growthSpan is how far back the growth phase's rows reach: an hour short
@@ -207,6 +211,15 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 	g.RetentionP99Runs = p99s(rets)
 	fmt.Fprintf(os.Stderr, "growth: stream p99 without retention %v ms, while it deletes %v ms (%d deleted, %.0f/s; in the measured windows %v)\n",
 		g.StreamP99Runs, g.RetentionP99Runs, g.RetentionDeleted, g.RetentionPerS, g.RetentionMeasuredRuns)
+	if b.o.growthInterleaved > 0 {
+		il, err := b.streamInterleaved(ctx, b.o.growthInterleaved)
+		if err != nil {
+			return g, fmt.Errorf("the interleaved run: %w", err)
+		}
+		g.Interleaved = &il
+		fmt.Fprintf(os.Stderr, "growth: interleaved, stream p99 %.1f ms in blocks deleting (%d deleted, %.0f/s, %d of %d statements over %v), %.1f ms in blocks not: %.2f times; blocks deleting %v, not %v\n",
+			il.OnP99ms, il.Deleted, il.DeletedPerS, il.SlowSteps, il.Steps, interleaveEvery, il.OffP99ms, il.Ratio(), il.OnBlockP99ms, il.OffBlockP99ms)
+	}
 	return g, nil
 }
 
@@ -472,4 +485,26 @@ func (b *bench) printGrowth() {
 		"claim: a poll-only claim of 200 due rows (median). sweep/max: the gap sweep of 24 h unpaced, in windows of 100,000 events, and its longest window. " +
 		"RSS: the relay's peak (drain and stream). ret/s and ret p99: retention (--retention 6d, 5d, then 4d: a day each) deleting while the stream runs at 1,000/s, and the stream's p99 meanwhile (3 runs' events together). " +
 		"(N late: N events had not reached the consumer a minute after the writer stopped.) overview, FAILED: the console's pages (median ms). B/status, B/event: bytes per row, indexes included.")
+	b.printInterleaved()
+}
+
+// printInterleaved prints the interleaved runs' rows, if any ran.
+func (b *bench) printInterleaved() {
+	if len(b.growth) == 0 || b.growth[0].Interleaved == nil {
+		return
+	}
+	fmt.Printf("\n%-11s %9s %11s %11s %11s %11s %8s %9s %10s %12s\n", "rows", "seconds", "p50 del ms", "p99 del ms", "p50 not ms", "p99 not ms",
+		"ratio", "deleted", "deleted/s", "slow steps")
+	for _, g := range b.growth {
+		il := g.Interleaved
+		if il == nil {
+			continue
+		}
+		fmt.Printf("%-11d %9.0f %11.2f %11.1f %11.2f %11.1f %8.2f %9d %10.0f %12s\n", g.Rows, il.Seconds, il.OnP50ms, il.OnP99ms,
+			il.OffP50ms, il.OffP99ms, il.Ratio(), il.Deleted, il.DeletedPerS, fmt.Sprintf("%d/%d", il.SlowSteps, il.Steps))
+	}
+	fmt.Printf("Interleaved: one stream run at 1,000/s a size, in blocks of %v, on, off, off, on...; in the blocks \"del\" the bench deletes SENT events older than %v "+
+		"with retention's own statement, %d every %v (1,250 a second, the relay's keep-up pace at 1,000/s; no backing off); \"not\": it does not. p50/p99: events committed in those blocks. "+
+		"ratio: p99 del over p99 not. slow steps: statements over %v (the pace then fell behind).\n",
+		interleaveBlock, interleaveRetention, interleaveBatch, interleaveEvery, interleaveEvery)
 }

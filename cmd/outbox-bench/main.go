@@ -28,6 +28,7 @@ type options struct {
 	consoleOnly                             bool
 	growth                                  string
 	growthFailed                            float64
+	growthInterleaved                       time.Duration
 	relayArgs, relayEnv                     []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -64,6 +65,9 @@ type Result struct {
 	Description     string `json:"description"`
 
 	latencies []time.Duration // a steady run's, sorted: the growth phase pools its runs'
+	// timed: a steady run's events in commit order, when each COMMIT
+	// returned and its latency (the interleaved run splits them by time).
+	timed []timedLatency
 }
 
 func main() {
@@ -86,6 +90,7 @@ func main() {
 	flag.IntVar(&o.consoleRuns, "console-runs", 20, "after the backfill, requests of each operator console page on its status rows, timed (0 skips the phase)")
 	flag.IntVar(&o.consoleIncident, "console-incident", 1000000, "status rows of the console incident phase: a quarter FAILED, 8,000 held keys; pages timed before and right after skipping 80% of the FAILED (0 skips the phase)")
 	flag.Float64Var(&o.growthFailed, "growth-failed", 1, "the growth phase's share of FAILED status rows, in percent (0: none)")
+	flag.DurationVar(&o.growthInterleaved, "growth-interleaved", 4*time.Minute, "with --growth, one more stream run at 1,000/s per size, this long, in which the bench deletes old SENT events with retention's own statement at retention's keep-up pace (100 every 80 ms, as the relay's retention keeps up with 1,000/s) in every other 10 s block, and compares the stream's p99 in the blocks with deletes and without (0 skips it)")
 	flag.BoolVar(&o.consoleOnly, "console-only", false, "run only the console incident phase (no relay, no broker)")
 	flag.StringVar(&o.growth, "growth", "", "run only the growth phase: for each of these sizes (status rows, such as 0,5000000,20000000), fill outbox.deliveries and the events behind it as a week of traffic leaves them and measure the relay and the database (minutes a size; empty: the normal phases)")
 	flag.IntVar(&o.backfill, "backfill-events", 1000000, "events written before the relay's first start, which it delivers through its backfill (0 skips the phase)")

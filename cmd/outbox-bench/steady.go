@@ -230,7 +230,8 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess, cpuPID in
 		return c.arrived.Load() >= w.written.Load(), nil
 	})
 	c.stop()
-	latencies, err := b.latencies(w, c, rate)
+	var timed []timedLatency
+	latencies, err := b.latencies(w, c, rate, &timed)
 	if err != nil {
 		return Result{}, err
 	}
@@ -243,6 +244,8 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess, cpuPID in
 	q := func(p float64) float64 { return quantileMs(latencies, p) }
 	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = q(0.50), q(0.95), q(0.99), q(1)
 	res.latencies = latencies
+	slices.SortFunc(timed, func(a, b timedLatency) int { return a.at.Compare(b.at) })
+	res.timed = timed
 	return res, nil
 }
 
@@ -370,13 +373,14 @@ func (b *bench) write(ctx context.Context, rate int) (*writers, error) {
 // written as a trace with --latency-trace. Some events reach Kafka before the
 // writer sees its COMMIT return; they count with their (tiny or negative)
 // latency, floored at 0.
-func (b *bench) latencies(w *writers, c *consumer, rate int) ([]time.Duration, error) {
+func (b *bench) latencies(w *writers, c *consumer, rate int, timed *[]timedLatency) ([]time.Duration, error) {
 	var latencies []time.Duration
 	var trace []string
 	w.commits.Range(func(k, v any) bool {
 		if a, ok := c.arrivals.Load(k); ok {
 			l := max(a.(time.Time).Sub(v.(time.Time)), 0)
 			latencies = append(latencies, l)
+			*timed = append(*timed, timedLatency{at: v.(time.Time), latency: l})
 			if b.o.trace != "" {
 				trace = append(trace, fmt.Sprintf("%d,%d", v.(time.Time).Sub(w.measureFrom).Microseconds(), l.Microseconds()))
 			}

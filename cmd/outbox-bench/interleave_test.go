@@ -1,0 +1,56 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestInterleaved_BlocksDeleteOnOffOffOnSoThatADriftFallsOnBoth(t *testing.T) {
+	var got []bool
+	for k := range 8 {
+		got = append(got, blockDeletes(k))
+	}
+	want := []bool{true, false, false, true, true, false, false, true}
+	for k := range want {
+		if got[k] != want[k] {
+			t.Fatalf("blocks deleting: got %v, want %v", got, want)
+		}
+	}
+}
+
+func TestInterleaved_SplitCountsAnEventInTheBlockOfItsCommit(t *testing.T) {
+	from := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	var timed []timedLatency
+	// 4 blocks of 100 events: the blocks deleting (0 and 3) take 9 ms
+	// each, the others 1 ms; two slow events in block 1 (a p99 of 100 is
+	// the 99th), one event before
+	// the first block and one after the last, both left out.
+	for k := range 4 {
+		for i := range 100 {
+			l := time.Millisecond
+			if blockDeletes(k) {
+				l = 9 * time.Millisecond
+			}
+			if k == 1 && (i == 50 || i == 51) {
+				l = time.Second
+			}
+			timed = append(timed, timedLatency{at: from.Add(time.Duration(k)*interleaveBlock + time.Duration(i)*interleaveBlock/100), latency: l})
+		}
+	}
+	timed = append(timed, timedLatency{at: from.Add(-time.Millisecond), latency: time.Hour},
+		timedLatency{at: from.Add(4 * interleaveBlock), latency: time.Hour})
+	var il Interleaved
+	il.split(timed, from, 4)
+	if il.OnP50ms != 9 || il.OnP99ms != 9 || il.OffP50ms != 1 {
+		t.Errorf("p50/p99 deleting %v/%v, p50 not %v; want 9/9, 1", il.OnP50ms, il.OnP99ms, il.OffP50ms)
+	}
+	if len(il.OnBlockP99ms) != 2 || len(il.OffBlockP99ms) != 2 {
+		t.Fatalf("blocks: deleting %v, not %v; want two each", il.OnBlockP99ms, il.OffBlockP99ms)
+	}
+	if il.OffBlockP99ms[0] != 1000 || il.OffBlockP99ms[1] != 1 {
+		t.Errorf("p99s of the blocks not deleting: %v, want [1000 1] (the slow events in block 1)", il.OffBlockP99ms)
+	}
+	if r := il.Ratio(); r <= 0 {
+		t.Errorf("ratio %v", r)
+	}
+}
