@@ -8,7 +8,8 @@
 #   scripts/bench.sh [--events 200000] [--drain-runs 3] [--rates 1000,5000,max] [--steady-duration 10s] [--warmup 2s]
 #                    [--big-transaction 1000000] [--out bench-results] [--pg 18]
 #                    [--server-setting wal_compression=lz4 ...]
-#   scripts/bench.sh --growth 0,5000000,20000000 [--growth-failed 1] [--growth-interleaved 4m] [--events 100000] [--steady-duration 10s]
+#   scripts/bench.sh --growth 0,5000000,20000000 [--growth-failed 1] [--growth-interleaved 4m] [--growth-versus-empty 4m]
+#                    [--events 100000] [--steady-duration 10s]
 #
 # --pg N (or PG_MAJOR=N) runs PostgreSQL N (14 to 18) instead of the newest
 # that Debian ships; see scripts/lib.sh.
@@ -24,9 +25,11 @@
 # size, outbox.deliveries and outbox.events are filled as a week of traffic
 # leaves them, then the relay's drain of --events, the stream at 1,000/s, a
 # claim, the gap sweep, the console and retention are measured, and last
-# one stream run (--growth-interleaved long) in blocks of 10 s that delete
-# at retention's keep-up pace and blocks that do not, in turn
-# (docs/performance.md, "Cost as the outbox grows").
+# two stream runs in blocks of 10 s, in turn: one (--growth-interleaved
+# long) in which the blocks delete at retention's keep-up pace or do not,
+# one (--growth-versus-empty long) in which they write to the filled
+# database or to an empty one beside it (docs/performance.md, "Cost as the
+# outbox grows").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -79,6 +79,10 @@ type Growth struct {
 	// keep-up pace, block by block in one run (interleave.go); absent
 	// with --growth-interleaved 0.
 	Interleaved *Interleaved `json:"interleaved,omitempty"`
+	// VersusEmpty: the stream with its events written to this size's
+	// database (on) and to an empty one (off), block by block in one run
+	// (versus.go); absent with --growth-versus-empty 0.
+	VersusEmpty *Blocks `json:"versus_empty,omitempty"`
 }
 
 // growthSpan is how far back the growth phase's rows reach: an hour short
@@ -211,16 +215,36 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 	g.RetentionP99Runs = p99s(rets)
 	fmt.Fprintf(os.Stderr, "growth: stream p99 without retention %v ms, while it deletes %v ms (%d deleted, %.0f/s; in the measured windows %v)\n",
 		g.StreamP99Runs, g.RetentionP99Runs, g.RetentionDeleted, g.RetentionPerS, g.RetentionMeasuredRuns)
+	if err := b.growInBlocks(ctx, &g); err != nil {
+		return g, err
+	}
+	return g, nil
+}
+
+// growInBlocks runs the size's interleaved runs: the stream with deletes at
+// retention's keep-up pace and without (--growth-interleaved), and with
+// its events to this size's database and to an empty one
+// (--growth-versus-empty).
+func (b *bench) growInBlocks(ctx context.Context, g *Growth) error {
 	if b.o.growthInterleaved > 0 {
 		il, err := b.streamInterleaved(ctx, b.o.growthInterleaved)
 		if err != nil {
-			return g, fmt.Errorf("the interleaved run: %w", err)
+			return fmt.Errorf("the interleaved run: %w", err)
 		}
 		g.Interleaved = &il
 		fmt.Fprintf(os.Stderr, "growth: interleaved, stream p99 %.1f ms in blocks deleting (%d deleted, %.0f/s, %d of %d statements over %v), %.1f ms in blocks not: %.2f times; blocks deleting %v, not %v\n",
 			il.OnP99ms, il.Deleted, il.DeletedPerS, il.SlowSteps, il.Steps, interleaveEvery, il.OffP99ms, il.Ratio(), il.OnBlockP99ms, il.OffBlockP99ms)
 	}
-	return g, nil
+	if b.o.growthVersusEmpty > 0 {
+		vs, err := b.streamVersusEmpty(ctx, b.o.growthVersusEmpty)
+		if err != nil {
+			return fmt.Errorf("the run against an empty database: %w", err)
+		}
+		g.VersusEmpty = &vs
+		fmt.Fprintf(os.Stderr, "growth: against an empty database, stream p50/p99 %.2f/%.1f ms to %d rows, %.2f/%.1f ms to none: p99 %.2f times; blocks to %d rows %v, to none %v\n",
+			vs.OnP50ms, vs.OnP99ms, g.Rows, vs.OffP50ms, vs.OffP99ms, vs.Ratio(), g.Rows, vs.OnBlockP99ms, vs.OffBlockP99ms)
+	}
+	return nil
 }
 
 // pooled returns the p50 and p99 in ms of the runs' events together: a
@@ -488,9 +512,27 @@ func (b *bench) printGrowth() {
 	b.printInterleaved()
 }
 
-// printInterleaved prints the interleaved runs' rows, if any ran.
+// printInterleaved prints the interleaved runs' rows and those against an
+// empty database, if any ran.
 func (b *bench) printInterleaved() {
-	if len(b.growth) == 0 || b.growth[0].Interleaved == nil {
+	if len(b.growth) == 0 {
+		return
+	}
+	if b.growth[0].VersusEmpty != nil {
+		fmt.Printf("\n%-11s %9s %11s %11s %11s %11s %8s %8s\n", "rows", "seconds", "p50 full ms", "p99 full ms", "p50 empty", "p99 empty", "p50 x", "p99 x")
+		for _, g := range b.growth {
+			if vs := g.VersusEmpty; vs != nil {
+				p50x := 0.0
+				if vs.OffP50ms > 0 {
+					p50x = vs.OnP50ms / vs.OffP50ms
+				}
+				fmt.Printf("%-11d %9.0f %11.2f %11.1f %11.2f %11.1f %8.2f %8.2f\n", g.Rows, vs.Seconds, vs.OnP50ms, vs.OnP99ms, vs.OffP50ms, vs.OffP99ms, p50x, vs.Ratio())
+			}
+		}
+		fmt.Printf("Against an empty database: one stream run at 1,000/s a size with two relays, one on the bench's database (\"full\": the size's rows) and one on an empty database of the same server; "+
+			"the writer writes blocks of %v to each in turn (full, empty, empty, full...). p50/p99: events written to each. x: full over empty.\n", interleaveBlock)
+	}
+	if b.growth[0].Interleaved == nil {
 		return
 	}
 	fmt.Printf("\n%-11s %9s %11s %11s %11s %11s %8s %9s %10s %12s\n", "rows", "seconds", "p50 del ms", "p99 del ms", "p50 not ms", "p99 not ms",

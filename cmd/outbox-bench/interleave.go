@@ -36,24 +36,33 @@ const (
 	interleaveRetention = growthRetention - growthStreamRuns*24*time.Hour
 )
 
-// timedLatency is one event of a steady run: when its COMMIT returned, and
-// its COMMIT-to-consumer time.
+// timedLatency is one event of a steady run: when its COMMIT returned, its
+// COMMIT-to-consumer time, and whether it was written to the alternate
+// database (streamVersusEmpty).
 type timedLatency struct {
 	at      time.Time
 	latency time.Duration
+	alt     bool
 }
 
-// Interleaved is what the interleaved run measured at one size.
-type Interleaved struct {
+// Blocks is the stream's latency in the blocks of one run, split in two:
+// the blocks "on" (deleting, or writing to the filled database) and "off".
+type Blocks struct {
 	Seconds float64 `json:"seconds"` // the measured run: blocks of interleaveBlock
-	// The stream's p50 and p99 over the events committed in blocks with
-	// deletes (On) and without (Off), and each block's p99, in run order.
-	OnP50ms       float64   `json:"stream_p50_ms_deleting"`
-	OnP99ms       float64   `json:"stream_p99_ms_deleting"`
-	OffP50ms      float64   `json:"stream_p50_ms_not_deleting"`
-	OffP99ms      float64   `json:"stream_p99_ms_not_deleting"`
-	OnBlockP99ms  []float64 `json:"stream_p99_ms_deleting_blocks"`
-	OffBlockP99ms []float64 `json:"stream_p99_ms_not_deleting_blocks"`
+	// The p50 and p99 of the events of the blocks on and off together, and
+	// each block's p99, in run order.
+	OnP50ms       float64   `json:"p50_ms_on"`
+	OnP99ms       float64   `json:"p99_ms_on"`
+	OffP50ms      float64   `json:"p50_ms_off"`
+	OffP99ms      float64   `json:"p99_ms_off"`
+	OnBlockP99ms  []float64 `json:"p99_ms_on_blocks"`
+	OffBlockP99ms []float64 `json:"p99_ms_off_blocks"`
+}
+
+// Interleaved is what the interleaved run measured at one size: on, the
+// blocks deleting.
+type Interleaved struct {
+	Blocks
 	// Deleted: events the blocks with deletes deleted, DeletedPerS over
 	// their seconds; Steps the statements, SlowSteps those that took longer
 	// than interleaveEvery (the pace then falls behind 1,000 a second).
@@ -66,24 +75,24 @@ type Interleaved struct {
 	Compression string `json:"wal_compression,omitempty"`
 }
 
-// Ratio is the p99 with deletes over the p99 without (0 if none without).
-func (il Interleaved) Ratio() float64 {
+// Ratio is the p99 on over the p99 off (0 if none off).
+func (il Blocks) Ratio() float64 {
 	if il.OffP99ms == 0 {
 		return 0
 	}
 	return il.OnP99ms / il.OffP99ms
 }
 
-// blockDeletes reports whether block k of the interleaved run deletes: on,
-// off, off, on, on, off, off, on...
-func blockDeletes(k int) bool { return (k%2 == 0) == ((k/2)%2 == 0) }
+// blockOn reports whether block k of an interleaved run is on (deletes,
+// or writes to the filled database): on, off, off, on, on, off, off, on...
+func blockOn(k int) bool { return (k%2 == 0) == ((k/2)%2 == 0) }
 
 // streamInterleaved runs the interleaved stream for d (whole blocks) with
 // a relay that has no retention to do, once its first gap sweep has
 // caught up.
 func (b *bench) streamInterleaved(ctx context.Context, d time.Duration) (Interleaved, error) {
 	blocks := max(int(d/interleaveBlock), 2)
-	il := Interleaved{Seconds: (time.Duration(blocks) * interleaveBlock).Seconds()}
+	il := Interleaved{Blocks: Blocks{Seconds: (time.Duration(blocks) * interleaveBlock).Seconds()}}
 	st, err := store.Open(b.o.dbURL, 30*time.Second)
 	if err != nil {
 		return il, err
@@ -115,66 +124,12 @@ func (b *bench) streamInterleaved(ctx context.Context, d time.Duration) (Interle
 	}
 	fmt.Fprintf(os.Stderr, "growth: stream at 1000 events/s, %d blocks of %v, deleting in every other at %d a statement every %v\n",
 		blocks, interleaveBlock, interleaveBatch, interleaveEvery)
-	defer b.warmAtLeast(retentionWarmup)()
-	steadyFor := b.o.steady
-	b.o.steady = time.Duration(blocks) * interleaveBlock
-	defer func() { b.o.steady = steadyFor }()
-
-	start := make(chan time.Time, 1)
-	b.atMeasure = func() { start <- time.Now() }
-	defer func() { b.atMeasure = nil }()
-	type deleting struct {
-		from    time.Time
-		err     error
-		deleted int64
-		steps   int
-		slow    int
-	}
+	start, restore := b.measureInBlocks(blocks)
+	defer restore()
 	done := make(chan deleting, 1)
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		var out deleting
-		defer func() { done <- out }()
-		select {
-		case out.from = <-start:
-		case <-dctx.Done():
-			return
-		}
-		cutoff := time.Now().Add(-interleaveRetention)
-		var cursor store.RetentionCursor
-		for k := range blocks {
-			end := out.from.Add(time.Duration(k+1) * interleaveBlock)
-			if !blockDeletes(k) {
-				select {
-				case <-time.After(time.Until(end)):
-					continue
-				case <-dctx.Done():
-					return
-				}
-			}
-			for next := time.Now(); next.Before(end); next = next.Add(interleaveEvery) {
-				select {
-				case <-time.After(time.Until(next)):
-				case <-dctx.Done():
-					return
-				}
-				s := time.Now()
-				_, deleted, to, err := st.RetentionStep(dctx, false, cursor, cutoff, interleaveBatch, il.Compression)
-				if err != nil {
-					out.err = err
-					return
-				}
-				cursor = to
-				out.deleted += deleted
-				out.steps++
-				if took := time.Since(s); took > interleaveEvery {
-					out.slow++
-					next = time.Now().Add(-interleaveEvery) // no burst to catch up
-				}
-			}
-		}
-	}()
+	go func() { done <- deleteInBlocks(dctx, st, il.Compression, blocks, start) }()
 	res, err := b.steady(ctx, 1000, r, r.pid())
 	cancel()
 	del := <-done
@@ -193,40 +148,120 @@ func (b *bench) streamInterleaved(ctx context.Context, d time.Duration) (Interle
 	il.Deleted, il.Steps, il.SlowSteps = del.deleted, del.steps, del.slow
 	nOn := 0
 	for k := range blocks {
-		if blockDeletes(k) {
+		if blockOn(k) {
 			nOn++
 		}
 	}
 	il.DeletedPerS = float64(del.deleted) / (float64(nOn) * interleaveBlock.Seconds())
-	il.split(res.timed, del.from, blocks)
+	il.split(res.timed, del.from, blocks, func(k int, _ timedLatency) bool { return blockOn(k) })
 	return il, nil
 }
 
+// measureInBlocks makes the next steady run measure blocks of
+// interleaveBlock after retention's warm-up, and returns a channel that
+// receives the moment its measuring begins, and what puts it all back.
+func (b *bench) measureInBlocks(blocks int) (start <-chan time.Time, restore func()) {
+	warm := b.warmAtLeast(retentionWarmup)
+	steadyFor := b.o.steady
+	b.o.steady = time.Duration(blocks) * interleaveBlock
+	began := make(chan time.Time, 1)
+	b.atMeasure = func() { began <- time.Now() }
+	return began, func() {
+		b.atMeasure = nil
+		b.o.steady = steadyFor
+		warm()
+	}
+}
+
+// deleting is what deleteInBlocks did.
+type deleting struct {
+	from    time.Time // when the blocks began
+	err     error
+	deleted int64
+	steps   int
+	slow    int // steps over interleaveEvery
+}
+
+// deleteInBlocks waits for start, then in each block on deletes SENT events
+// older than interleaveRetention, interleaveBatch a statement every
+// interleaveEvery, with retention's own step, until blocks have passed or
+// ctx ends.
+func deleteInBlocks(ctx context.Context, st *store.Store, compress string, blocks int, start <-chan time.Time) (out deleting) {
+	select {
+	case out.from = <-start:
+	case <-ctx.Done():
+		return out
+	}
+	cutoff := time.Now().Add(-interleaveRetention)
+	var cursor store.RetentionCursor
+	for k := range blocks {
+		end := out.from.Add(time.Duration(k+1) * interleaveBlock)
+		if !blockOn(k) {
+			select {
+			case <-time.After(time.Until(end)):
+				continue
+			case <-ctx.Done():
+				return out
+			}
+		}
+		for next := time.Now(); next.Before(end); next = next.Add(interleaveEvery) {
+			select {
+			case <-time.After(time.Until(next)):
+			case <-ctx.Done():
+				return out
+			}
+			s := time.Now()
+			_, deleted, to, err := st.RetentionStep(ctx, false, cursor, cutoff, interleaveBatch, compress)
+			if err != nil {
+				out.err = err
+				return out
+			}
+			cursor = to
+			out.deleted += deleted
+			out.steps++
+			if took := time.Since(s); took > interleaveEvery {
+				out.slow++
+				next = time.Now().Add(-interleaveEvery) // no burst to catch up
+			}
+		}
+	}
+	return out
+}
+
 // split sorts the events by the block of their COMMIT (from the start of
-// measuring, from) and sets the p50s and p99s; events past the last block
-// are left out.
-func (il *Interleaved) split(timed []timedLatency, from time.Time, blocks int) {
-	byBlock := make([][]time.Duration, blocks)
+// measuring, from), on or off as isOn says (an event whose COMMIT returned
+// in the block after the one it was written in counts in its own), and
+// sets the p50s and p99s; events past the last block are left out.
+func (il *Blocks) split(timed []timedLatency, from time.Time, blocks int, isOn func(k int, t timedLatency) bool) {
+	type block struct{ on, off []time.Duration }
+	byBlock := make([]block, blocks)
 	for _, t := range timed {
 		k := int(t.at.Sub(from) / interleaveBlock)
-		if k < 0 || k >= blocks {
+		if t.at.Before(from) || k >= blocks {
 			continue
 		}
-		byBlock[k] = append(byBlock[k], t.latency)
+		on := isOn(k, t)
+		if on != blockOn(k) && k > 0 {
+			k-- // written in the block before, its COMMIT returned in this one
+		}
+		if on {
+			byBlock[k].on = append(byBlock[k].on, t.latency)
+		} else {
+			byBlock[k].off = append(byBlock[k].off, t.latency)
+		}
 	}
 	var on, off []time.Duration
-	for k, ls := range byBlock {
+	p99 := func(ls []time.Duration, all *[]time.Duration, p99s *[]float64) {
 		if len(ls) == 0 {
-			continue
+			return
 		}
 		slices.Sort(ls)
-		if blockDeletes(k) {
-			on = append(on, ls...)
-			il.OnBlockP99ms = append(il.OnBlockP99ms, quantileMs(ls, 0.99))
-		} else {
-			off = append(off, ls...)
-			il.OffBlockP99ms = append(il.OffBlockP99ms, quantileMs(ls, 0.99))
-		}
+		*all = append(*all, ls...)
+		*p99s = append(*p99s, quantileMs(ls, 0.99))
+	}
+	for _, bl := range byBlock {
+		p99(bl.on, &on, &il.OnBlockP99ms)
+		p99(bl.off, &off, &il.OffBlockP99ms)
 	}
 	slices.Sort(on)
 	slices.Sort(off)

@@ -8,7 +8,7 @@ import (
 func TestInterleaved_BlocksDeleteOnOffOffOnSoThatADriftFallsOnBoth(t *testing.T) {
 	var got []bool
 	for k := range 8 {
-		got = append(got, blockDeletes(k))
+		got = append(got, blockOn(k))
 	}
 	want := []bool{true, false, false, true, true, false, false, true}
 	for k := range want {
@@ -28,7 +28,7 @@ func TestInterleaved_SplitCountsAnEventInTheBlockOfItsCommit(t *testing.T) {
 	for k := range 4 {
 		for i := range 100 {
 			l := time.Millisecond
-			if blockDeletes(k) {
+			if blockOn(k) {
 				l = 9 * time.Millisecond
 			}
 			if k == 1 && (i == 50 || i == 51) {
@@ -39,8 +39,8 @@ func TestInterleaved_SplitCountsAnEventInTheBlockOfItsCommit(t *testing.T) {
 	}
 	timed = append(timed, timedLatency{at: from.Add(-time.Millisecond), latency: time.Hour},
 		timedLatency{at: from.Add(4 * interleaveBlock), latency: time.Hour})
-	var il Interleaved
-	il.split(timed, from, 4)
+	var il Blocks
+	il.split(timed, from, 4, func(k int, _ timedLatency) bool { return blockOn(k) })
 	if il.OnP50ms != 9 || il.OnP99ms != 9 || il.OffP50ms != 1 {
 		t.Errorf("p50/p99 deleting %v/%v, p50 not %v; want 9/9, 1", il.OnP50ms, il.OnP99ms, il.OffP50ms)
 	}
@@ -52,5 +52,29 @@ func TestInterleaved_SplitCountsAnEventInTheBlockOfItsCommit(t *testing.T) {
 	}
 	if r := il.Ratio(); r <= 0 {
 		t.Errorf("ratio %v", r)
+	}
+}
+
+func TestInterleaved_AnEventWrittenInOneBlockAndCommittedInTheNextCountsInItsOwn(t *testing.T) {
+	from := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	var timed []timedLatency
+	for k := range 2 {
+		for i := range 100 {
+			timed = append(timed, timedLatency{at: from.Add(time.Duration(k)*interleaveBlock + time.Duration(i)*interleaveBlock/100),
+				latency: time.Millisecond, alt: !blockOn(k)})
+		}
+	}
+	// Two written to the filled database at the end of block 0 (on),
+	// whose COMMIT returned in block 1 (off).
+	for range 2 {
+		timed = append(timed, timedLatency{at: from.Add(interleaveBlock + time.Millisecond), latency: 5 * time.Millisecond})
+	}
+	var vs Blocks
+	vs.split(timed, from, 2, func(_ int, t timedLatency) bool { return !t.alt })
+	if len(vs.OnBlockP99ms) != 1 || len(vs.OffBlockP99ms) != 1 {
+		t.Fatalf("blocks on %v, off %v; want one each", vs.OnBlockP99ms, vs.OffBlockP99ms)
+	}
+	if vs.OnP99ms != 5 {
+		t.Errorf("p99 on %v ms, want 5 (the stragglers count in block 0)", vs.OnP99ms)
 	}
 }

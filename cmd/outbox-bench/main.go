@@ -29,6 +29,7 @@ type options struct {
 	growth                                  string
 	growthFailed                            float64
 	growthInterleaved                       time.Duration
+	growthVersusEmpty                       time.Duration
 	relayArgs, relayEnv                     []string
 	rates                                   string
 	steady, warmup                          time.Duration
@@ -91,6 +92,7 @@ func main() {
 	flag.IntVar(&o.consoleIncident, "console-incident", 1000000, "status rows of the console incident phase: a quarter FAILED, 8,000 held keys; pages timed before and right after skipping 80% of the FAILED (0 skips the phase)")
 	flag.Float64Var(&o.growthFailed, "growth-failed", 1, "the growth phase's share of FAILED status rows, in percent (0: none)")
 	flag.DurationVar(&o.growthInterleaved, "growth-interleaved", 4*time.Minute, "with --growth, one more stream run at 1,000/s per size, this long, in which the bench deletes old SENT events with retention's own statement at retention's keep-up pace (100 every 80 ms, as the relay's retention keeps up with 1,000/s) in every other 10 s block, and compares the stream's p99 in the blocks with deletes and without (0 skips it)")
+	flag.DurationVar(&o.growthVersusEmpty, "growth-versus-empty", 4*time.Minute, "with --growth, one more stream run at 1,000/s per size, this long, with a second relay on an empty database of the same server, the writer writing every other 10 s block there, and compares the stream's p50/p99 in the blocks written to the filled database and to the empty one (0 skips it)")
 	flag.BoolVar(&o.consoleOnly, "console-only", false, "run only the console incident phase (no relay, no broker)")
 	flag.StringVar(&o.growth, "growth", "", "run only the growth phase: for each of these sizes (status rows, such as 0,5000000,20000000), fill outbox.deliveries and the events behind it as a week of traffic leaves them and measure the relay and the database (minutes a size; empty: the normal phases)")
 	flag.IntVar(&o.backfill, "backfill-events", 1000000, "events written before the relay's first start, which it delivers through its backfill (0 skips the phase)")
@@ -141,6 +143,9 @@ type bench struct {
 	// atMeasure, when set, is called as a steady run's measured window
 	// begins (the end of its warm-up).
 	atMeasure func()
+	// alternate, when set, is a second database's URL: a steady run at a
+	// fixed rate writes its blocks off there (streamVersusEmpty).
+	alternate string
 }
 
 func run(ctx context.Context, o options) error {

@@ -313,6 +313,7 @@ func (b *bench) startConsumer(ctx context.Context) (*consumer, error) {
 // writers is what the writer connections did.
 type writers struct {
 	commits           sync.Map // event id -> when COMMIT returned, for events measured
+	alt               sync.Map // event id -> true, for events measured written to b.alternate
 	written, measured atomic.Int64
 	measureFrom       time.Time
 	elapsed           float64 // seconds measured
@@ -334,19 +335,36 @@ func (b *bench) write(ctx context.Context, rate int) (*writers, error) {
 				return err
 			}
 			defer conn.Close(ctx)
+			var alt *pgx.Conn // with b.alternate, the blocks off go there
+			if b.alternate != "" {
+				if alt, err = pgx.Connect(ctx, b.alternate); err != nil {
+					return err
+				}
+				defer alt.Close(ctx)
+			}
 			for {
 				i := next.Add(1) - 1
+				c, toAlt := conn, false
 				if rate > 0 {
 					at := start.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
 					if at.After(deadline) {
 						return nil
+					}
+					if alt != nil {
+						toAlt = i%2 == 1 // in the warm-up, each in turn
+						if !at.Before(w.measureFrom) {
+							toAlt = !blockOn(int(at.Sub(w.measureFrom) / interleaveBlock))
+						}
+						if toAlt {
+							c = alt
+						}
 					}
 					time.Sleep(time.Until(at))
 				} else if time.Now().After(deadline) {
 					return nil
 				}
 				var id string
-				err := conn.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload, event_type)
+				err := c.QueryRow(ctx, `INSERT INTO outbox.events (topic, key, payload, event_type)
 					VALUES ($1, 'customer-' || ($2::bigint % 1000), jsonb_build_object('order_id', $2::bigint,
 					        'amount', 12.5, 'currency', 'EUR', 'note', repeat('x', 420)), 'order.created')
 					RETURNING id::text`, b.o.topic, i).Scan(&id)
@@ -356,6 +374,9 @@ func (b *bench) write(ctx context.Context, rate int) (*writers, error) {
 				w.written.Add(1)
 				if now := time.Now(); !now.Before(w.measureFrom) {
 					w.commits.Store(id, now)
+					if toAlt {
+						w.alt.Store(id, true)
+					}
 					w.measured.Add(1)
 				}
 			}
@@ -380,7 +401,8 @@ func (b *bench) latencies(w *writers, c *consumer, rate int, timed *[]timedLaten
 		if a, ok := c.arrivals.Load(k); ok {
 			l := max(a.(time.Time).Sub(v.(time.Time)), 0)
 			latencies = append(latencies, l)
-			*timed = append(*timed, timedLatency{at: v.(time.Time), latency: l})
+			_, alt := w.alt.Load(k)
+			*timed = append(*timed, timedLatency{at: v.(time.Time), latency: l, alt: alt})
 			if b.o.trace != "" {
 				trace = append(trace, fmt.Sprintf("%d,%d", v.(time.Time).Sub(w.measureFrom).Microseconds(), l.Microseconds()))
 			}
