@@ -36,9 +36,10 @@ const (
 	interleaveRetention = growthRetention - growthStreamRuns*24*time.Hour
 )
 
-// timedLatency is one event of a steady run: when its COMMIT returned, its
-// COMMIT-to-consumer time, and whether it was written to the alternate
-// database (streamVersusEmpty).
+// timedLatency is one event of a steady run: when it was due to be written
+// (at a fixed rate; else when its COMMIT returned), its COMMIT-to-consumer
+// time, and whether it was written to the alternate database
+// (streamVersusEmpty).
 type timedLatency struct {
 	at      time.Time
 	latency time.Duration
@@ -57,6 +58,11 @@ type Blocks struct {
 	OffP99ms      float64   `json:"p99_ms_off"`
 	OnBlockP99ms  []float64 `json:"p99_ms_on_blocks"`
 	OffBlockP99ms []float64 `json:"p99_ms_off_blocks"`
+	// The blocks off right after a block on, and after one off: what a
+	// block on leaves behind (WAL to flush, pages to write, rows to
+	// vacuum) lands in the first.
+	OffAfterOnP99ms  float64 `json:"p99_ms_off_after_on"`
+	OffAfterOffP99ms float64 `json:"p99_ms_off_after_off"`
 }
 
 // Interleaved is what the interleaved run measured at one size: on, the
@@ -91,7 +97,7 @@ func blockOn(k int) bool { return (k%2 == 0) == ((k/2)%2 == 0) }
 // a relay that has no retention to do, once its first gap sweep has
 // caught up.
 func (b *bench) streamInterleaved(ctx context.Context, d time.Duration) (Interleaved, error) {
-	blocks := max(int(d/interleaveBlock), 2)
+	blocks := wholeBlocks(d)
 	il := Interleaved{Blocks: Blocks{Seconds: (time.Duration(blocks) * interleaveBlock).Seconds()}}
 	st, err := store.Open(b.o.dbURL, 30*time.Second)
 	if err != nil {
@@ -110,7 +116,7 @@ func (b *bench) streamInterleaved(ctx context.Context, d time.Duration) (Interle
 	}
 	defer b.noteServerWork(ctx, "interleaved run")()
 	t0 := time.Now()
-	r, err := b.startRelay("--slot", "bench_steady")
+	r, err := b.startRelay("--slot", "bench_steady", "--retention", "0")
 	if err != nil {
 		return il, err
 	}
@@ -129,9 +135,16 @@ func (b *bench) streamInterleaved(ctx context.Context, d time.Duration) (Interle
 	done := make(chan deleting, 1)
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { done <- deleteInBlocks(dctx, st, il.Compression, blocks, start) }()
+	from, err := b.retentionFrom(ctx, st)
+	if err != nil {
+		_ = r.stop()
+		return il, err
+	}
+	go func() { done <- deleteInBlocks(dctx, st, il.Compression, blocks, start, from) }()
 	res, err := b.steady(ctx, 1000, r, r.pid())
-	cancel()
+	if err != nil {
+		cancel() // else it ends with its last block
+	}
 	del := <-done
 	if stopErr := r.stop(); err == nil {
 		err = stopErr
@@ -153,8 +166,31 @@ func (b *bench) streamInterleaved(ctx context.Context, d time.Duration) (Interle
 		}
 	}
 	il.DeletedPerS = float64(del.deleted) / (float64(nOn) * interleaveBlock.Seconds())
-	il.split(res.timed, del.from, blocks, func(k int, _ timedLatency) bool { return blockOn(k) })
+	il.split(res.timed, res.measureFrom, blocks, func(k int, _ timedLatency) bool { return blockOn(k) })
+	if il.Deleted == 0 {
+		fmt.Fprintln(os.Stderr, "growth: the interleaved run deleted nothing (nothing older than its retention): its blocks compare the stream with itself")
+	}
 	return il, nil
+}
+
+// wholeBlocks is how many blocks of interleaveBlock d holds, rounded up to
+// a multiple of four, and at least four: on, off, off, on balances only in
+// fours.
+func wholeBlocks(d time.Duration) int {
+	n := int((d + interleaveBlock - 1) / interleaveBlock)
+	return max(4, (n+3)/4*4)
+}
+
+// retentionFrom is where the interleaved run's deletes begin: where the
+// relays' retention runs before it stopped (outbox.retention_progress),
+// past the dead rows they left, which a walk from the oldest event would
+// read first; from the oldest if none ran.
+func (b *bench) retentionFrom(ctx context.Context, st *store.Store) (store.RetentionCursor, error) {
+	p, ok, err := st.RetentionProgress(ctx, false)
+	if err != nil || !ok {
+		return store.RetentionCursor{}, err
+	}
+	return p.Walked, nil
 }
 
 // measureInBlocks makes the next steady run measure blocks of
@@ -183,17 +219,16 @@ type deleting struct {
 }
 
 // deleteInBlocks waits for start, then in each block on deletes SENT events
-// older than interleaveRetention, interleaveBatch a statement every
-// interleaveEvery, with retention's own step, until blocks have passed or
-// ctx ends.
-func deleteInBlocks(ctx context.Context, st *store.Store, compress string, blocks int, start <-chan time.Time) (out deleting) {
+// older than interleaveRetention, from cursor on, interleaveBatch a
+// statement every interleaveEvery, with retention's own step, until blocks
+// have passed (its last statement may end just after) or ctx ends.
+func deleteInBlocks(ctx context.Context, st *store.Store, compress string, blocks int, start <-chan time.Time, cursor store.RetentionCursor) (out deleting) {
 	select {
 	case out.from = <-start:
 	case <-ctx.Done():
 		return out
 	}
 	cutoff := time.Now().Add(-interleaveRetention)
-	var cursor store.RetentionCursor
 	for k := range blocks {
 		end := out.from.Add(time.Duration(k+1) * interleaveBlock)
 		if !blockOn(k) {
@@ -228,10 +263,10 @@ func deleteInBlocks(ctx context.Context, st *store.Store, compress string, block
 	return out
 }
 
-// split sorts the events by the block of their COMMIT (from the start of
-// measuring, from), on or off as isOn says (an event whose COMMIT returned
-// in the block after the one it was written in counts in its own), and
-// sets the p50s and p99s; events past the last block are left out.
+// split sorts the events by the block they were due in (from the start of
+// measuring, from: the writer's, by which it chose the database), on or
+// off as isOn says, and sets the p50s and p99s; events past the last block
+// are left out.
 func (il *Blocks) split(timed []timedLatency, from time.Time, blocks int, isOn func(k int, t timedLatency) bool) {
 	type block struct{ on, off []time.Duration }
 	byBlock := make([]block, blocks)
@@ -240,17 +275,26 @@ func (il *Blocks) split(timed []timedLatency, from time.Time, blocks int, isOn f
 		if t.at.Before(from) || k >= blocks {
 			continue
 		}
-		on := isOn(k, t)
-		if on != blockOn(k) && k > 0 {
-			k-- // written in the block before, its COMMIT returned in this one
-		}
-		if on {
+		if isOn(k, t) {
 			byBlock[k].on = append(byBlock[k].on, t.latency)
 		} else {
 			byBlock[k].off = append(byBlock[k].off, t.latency)
 		}
 	}
-	var on, off []time.Duration
+	var on, off, afterOn, afterOff []time.Duration
+	for k, bl := range byBlock {
+		if k > 0 && blockOn(k-1) {
+			afterOn = append(afterOn, bl.off...)
+		} else {
+			afterOff = append(afterOff, bl.off...)
+		}
+	}
+	if slices.Sort(afterOn); len(afterOn) > 0 {
+		il.OffAfterOnP99ms = quantileMs(afterOn, 0.99)
+	}
+	if slices.Sort(afterOff); len(afterOff) > 0 {
+		il.OffAfterOffP99ms = quantileMs(afterOff, 0.99)
+	}
 	p99 := func(ls []time.Duration, all *[]time.Duration, p99s *[]float64) {
 		if len(ls) == 0 {
 			return

@@ -5,6 +5,14 @@ import (
 	"time"
 )
 
+func TestInterleaved_ARunIsWholeFoursOfBlocks(t *testing.T) {
+	for d, want := range map[time.Duration]int{0: 4, 10 * time.Second: 4, 40 * time.Second: 4, 41 * time.Second: 8, 4 * time.Minute: 24, 5 * time.Minute: 32} {
+		if got := wholeBlocks(d); got != want {
+			t.Errorf("wholeBlocks(%v) = %d, want %d", d, got, want)
+		}
+	}
+}
+
 func TestInterleaved_BlocksDeleteOnOffOffOnSoThatADriftFallsOnBoth(t *testing.T) {
 	var got []bool
 	for k := range 8 {
@@ -50,31 +58,34 @@ func TestInterleaved_SplitCountsAnEventInTheBlockOfItsCommit(t *testing.T) {
 	if il.OffBlockP99ms[0] != 1000 || il.OffBlockP99ms[1] != 1 {
 		t.Errorf("p99s of the blocks not deleting: %v, want [1000 1] (the slow events in block 1)", il.OffBlockP99ms)
 	}
+	if il.OffAfterOnP99ms != 1000 || il.OffAfterOffP99ms != 1 {
+		t.Errorf("p99 of the blocks off after on %v, after off %v; want 1000 (block 1) and 1 (block 2)", il.OffAfterOnP99ms, il.OffAfterOffP99ms)
+	}
 	if r := il.Ratio(); r <= 0 {
 		t.Errorf("ratio %v", r)
 	}
 }
 
-func TestInterleaved_AnEventWrittenInOneBlockAndCommittedInTheNextCountsInItsOwn(t *testing.T) {
+func TestInterleaved_AnEventCountsInTheBlockItWasDueIn(t *testing.T) {
 	from := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	var timed []timedLatency
-	for k := range 2 {
+	for k := range 4 {
 		for i := range 100 {
 			timed = append(timed, timedLatency{at: from.Add(time.Duration(k)*interleaveBlock + time.Duration(i)*interleaveBlock/100),
 				latency: time.Millisecond, alt: !blockOn(k)})
 		}
 	}
-	// Two written to the filled database at the end of block 0 (on),
-	// whose COMMIT returned in block 1 (off).
+	// Two due at the end of block 0 (on: written to the filled database),
+	// 2 s late to Kafka: they count in block 0, not in block 1.
 	for range 2 {
-		timed = append(timed, timedLatency{at: from.Add(interleaveBlock + time.Millisecond), latency: 5 * time.Millisecond})
+		timed = append(timed, timedLatency{at: from.Add(interleaveBlock - time.Millisecond), latency: 2 * time.Second})
 	}
 	var vs Blocks
-	vs.split(timed, from, 2, func(_ int, t timedLatency) bool { return !t.alt })
-	if len(vs.OnBlockP99ms) != 1 || len(vs.OffBlockP99ms) != 1 {
-		t.Fatalf("blocks on %v, off %v; want one each", vs.OnBlockP99ms, vs.OffBlockP99ms)
+	vs.split(timed, from, 4, func(_ int, t timedLatency) bool { return !t.alt })
+	if len(vs.OnBlockP99ms) != 2 || len(vs.OffBlockP99ms) != 2 {
+		t.Fatalf("blocks on %v, off %v; want two each", vs.OnBlockP99ms, vs.OffBlockP99ms)
 	}
-	if vs.OnP99ms != 5 {
-		t.Errorf("p99 on %v ms, want 5 (the stragglers count in block 0)", vs.OnP99ms)
+	if vs.OnBlockP99ms[0] != 2000 || vs.OffP99ms != 1 {
+		t.Errorf("block 0's p99 %v ms, the blocks off %v ms; want 2000 and 1", vs.OnBlockP99ms[0], vs.OffP99ms)
 	}
 }

@@ -66,9 +66,12 @@ type Result struct {
 	Description     string `json:"description"`
 
 	latencies []time.Duration // a steady run's, sorted: the growth phase pools its runs'
-	// timed: a steady run's events in commit order, when each COMMIT
-	// returned and its latency (the interleaved run splits them by time).
-	timed []timedLatency
+	// timed: a steady run's events in the order they were due, when (at a
+	// fixed rate, when each was due to be written; else when its COMMIT
+	// returned) and its latency (the interleaved runs split them by time),
+	// and measureFrom, when its measuring began.
+	timed       []timedLatency
+	measureFrom time.Time
 }
 
 func main() {

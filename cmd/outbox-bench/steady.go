@@ -245,7 +245,7 @@ func (b *bench) steady(ctx context.Context, rate int, r *relayProcess, cpuPID in
 	res.P50ms, res.P95ms, res.P99ms, res.MaxMs = q(0.50), q(0.95), q(0.99), q(1)
 	res.latencies = latencies
 	slices.SortFunc(timed, func(a, b timedLatency) int { return a.at.Compare(b.at) })
-	res.timed = timed
+	res.timed, res.measureFrom = timed, w.measureFrom
 	return res, nil
 }
 
@@ -314,6 +314,7 @@ func (b *bench) startConsumer(ctx context.Context) (*consumer, error) {
 type writers struct {
 	commits           sync.Map // event id -> when COMMIT returned, for events measured
 	alt               sync.Map // event id -> true, for events measured written to b.alternate
+	due               sync.Map // event id -> when it was due, for events measured at a fixed rate
 	written, measured atomic.Int64
 	measureFrom       time.Time
 	elapsed           float64 // seconds measured
@@ -345,8 +346,9 @@ func (b *bench) write(ctx context.Context, rate int) (*writers, error) {
 			for {
 				i := next.Add(1) - 1
 				c, toAlt := conn, false
+				var at time.Time
 				if rate > 0 {
-					at := start.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
+					at = start.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
 					if at.After(deadline) {
 						return nil
 					}
@@ -377,6 +379,9 @@ func (b *bench) write(ctx context.Context, rate int) (*writers, error) {
 					if toAlt {
 						w.alt.Store(id, true)
 					}
+					if rate > 0 {
+						w.due.Store(id, at)
+					}
 					w.measured.Add(1)
 				}
 			}
@@ -402,7 +407,11 @@ func (b *bench) latencies(w *writers, c *consumer, rate int, timed *[]timedLaten
 			l := max(a.(time.Time).Sub(v.(time.Time)), 0)
 			latencies = append(latencies, l)
 			_, alt := w.alt.Load(k)
-			*timed = append(*timed, timedLatency{at: v.(time.Time), latency: l, alt: alt})
+			t := timedLatency{at: v.(time.Time), latency: l, alt: alt}
+			if due, ok := w.due.Load(k); ok {
+				t.at = due.(time.Time)
+			}
+			*timed = append(*timed, t)
 			if b.o.trace != "" {
 				trace = append(trace, fmt.Sprintf("%d,%d", v.(time.Time).Sub(w.measureFrom).Microseconds(), l.Microseconds()))
 			}

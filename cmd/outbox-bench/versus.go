@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -27,7 +29,7 @@ const versusDatabase = "outbox_bench_empty"
 // streamVersusEmpty runs the stream for d (whole blocks) against the
 // filled database and an empty one, and drops the empty one after.
 func (b *bench) streamVersusEmpty(ctx context.Context, d time.Duration) (Blocks, error) {
-	blocks := max(int(d/interleaveBlock), 2)
+	blocks := wholeBlocks(d)
 	res := Blocks{Seconds: (time.Duration(blocks) * interleaveBlock).Seconds()}
 	emptyURL, err := withDatabase(b.o.dbURL, versusDatabase)
 	if err != nil {
@@ -38,7 +40,7 @@ func (b *bench) streamVersusEmpty(ctx context.Context, d time.Duration) (Blocks,
 	}
 	defer func() {
 		if err := b.exec(context.WithoutCancel(ctx), `DROP DATABASE IF EXISTS `+versusDatabase+` WITH (FORCE)`); err != nil {
-			fmt.Fprintf(os.Stderr, "growth: dropping %s: %v\n", versusDatabase, err)
+			fmt.Fprintf(os.Stderr, "growth: WARNING: could not drop %s (drop it, and any slot in it, by hand): %v\n", versusDatabase, err)
 		}
 	}()
 	if err := b.freshSlot(ctx, "bench_steady"); err != nil {
@@ -55,19 +57,21 @@ func (b *bench) streamVersusEmpty(ctx context.Context, d time.Duration) (Blocks,
 		return res, fmt.Errorf("the empty database's slot: %w", err)
 	}
 	defer func() {
-		_, _ = empty.Exec(context.WithoutCancel(ctx), `SELECT pg_drop_replication_slot('bench_empty')`)
+		if err := dropSlotOnceIdle(context.WithoutCancel(ctx), empty, "bench_empty"); err != nil {
+			fmt.Fprintf(os.Stderr, "growth: WARNING: %v\n", err)
+		}
 	}()
 	if err := b.trimTopic(ctx); err != nil {
 		return res, err
 	}
 	defer b.noteServerWork(ctx, "run against an empty database")()
 	t0 := time.Now()
-	full, err := b.startRelay("--slot", "bench_steady")
+	full, err := b.startRelay("--slot", "bench_steady", "--retention", "0")
 	if err != nil {
 		return res, err
 	}
 	defer func() { _ = full.stop() }()
-	other, err := b.startRelay("--slot", "bench_empty", "--database-url", emptyURL)
+	other, err := b.startRelay("--slot", "bench_empty", "--database-url", emptyURL, "--retention", "0")
 	if err != nil {
 		return res, err
 	}
@@ -86,7 +90,7 @@ func (b *bench) streamVersusEmpty(ctx context.Context, d time.Duration) (Blocks,
 		}
 	}
 	fmt.Fprintf(os.Stderr, "growth: stream at 1000 events/s, %d blocks of %v, every other to an empty database\n", blocks, interleaveBlock)
-	start, restore := b.measureInBlocks(blocks)
+	_, restore := b.measureInBlocks(blocks)
 	defer restore()
 	b.alternate = emptyURL
 	defer func() { b.alternate = "" }()
@@ -94,16 +98,30 @@ func (b *bench) streamVersusEmpty(ctx context.Context, d time.Duration) (Blocks,
 	if err != nil {
 		return res, err
 	}
-	var from time.Time
-	select {
-	case from = <-start:
-	default:
-		return res, fmt.Errorf("the run against an empty database never began measuring")
-	}
-	// A block is on or off by where its events were written, which the
-	// writer chose by when each was due (not when its COMMIT returned).
-	res.split(run.timed, from, blocks, func(_ int, t timedLatency) bool { return !t.alt })
+	res.split(run.timed, run.measureFrom, blocks, func(_ int, t timedLatency) bool { return !t.alt })
 	return res, nil
+}
+
+// dropSlotOnceIdle drops the slot of pool's database once no walsender
+// holds it: the relay's may outlive the relay a moment, and until then the
+// slot cannot be dropped (nor its database).
+func dropSlotOnceIdle(ctx context.Context, pool *pgxpool.Pool, slot string) error {
+	return waitFor(ctx, 30*time.Second, "slot "+slot+" to be dropped", func() (bool, error) {
+		var active bool
+		err := pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return true, nil
+		case err != nil || active:
+			return false, err
+		}
+		_, err = pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: active again, or still
+			return false, nil
+		}
+		return err == nil, err
+	})
 }
 
 // emptyDatabase makes the database of url afresh, with the outbox schema.
