@@ -232,9 +232,9 @@ func (b *bench) growInBlocks(ctx context.Context, g *Growth) error {
 			return fmt.Errorf("the interleaved run: %w", err)
 		}
 		g.Interleaved = &il
-		fmt.Fprintf(os.Stderr, "growth: interleaved, stream p99 %.1f ms in blocks deleting (%d deleted, %.0f/s, %d of %d statements over %v), %.1f ms in blocks not (%.1f right after a block deleting, %.1f after one not): %.2f times; blocks deleting %v, not %v\n",
+		fmt.Fprintf(os.Stderr, "growth: interleaved, stream p99 %.1f ms in blocks deleting (%d deleted, %.0f/s, %d of %d statements over %v), %.1f ms in blocks not (%.1f right after a block deleting, %.1f after one not): %.2f times; the median block's %.1f and %.1f ms, %.2f times; blocks deleting %v, not %v\n",
 			il.OnP99ms, il.Deleted, il.DeletedPerS, il.SlowSteps, il.Steps, interleaveEvery, il.OffP99ms, il.OffAfterOnP99ms, il.OffAfterOffP99ms,
-			il.Ratio(), il.OnBlockP99ms, il.OffBlockP99ms)
+			il.Ratio(), il.OnMedianBlockP99ms, il.OffMedianBlockP99ms, il.MedianRatio(), il.OnBlockP99ms, il.OffBlockP99ms)
 	}
 	if b.o.growthVersusEmpty > 0 {
 		vs, err := b.streamVersusEmpty(ctx, b.o.growthVersusEmpty)
@@ -242,8 +242,9 @@ func (b *bench) growInBlocks(ctx context.Context, g *Growth) error {
 			return fmt.Errorf("the run against an empty database: %w", err)
 		}
 		g.VersusEmpty = &vs
-		fmt.Fprintf(os.Stderr, "growth: against an empty database, stream p50/p99 %.2f/%.1f ms to %d rows, %.2f/%.1f ms to none: p99 %.2f times; blocks to %d rows %v, to none %v\n",
-			vs.OnP50ms, vs.OnP99ms, g.Rows, vs.OffP50ms, vs.OffP99ms, vs.Ratio(), g.Rows, vs.OnBlockP99ms, vs.OffBlockP99ms)
+		fmt.Fprintf(os.Stderr, "growth: against an empty database, stream p50/p99 %.2f/%.1f ms to %d rows, %.2f/%.1f ms to none: p99 %.2f times; the median block's p99 %.1f and %.1f ms, %.2f times; blocks to %d rows %v, to none %v\n",
+			vs.OnP50ms, vs.OnP99ms, g.Rows, vs.OffP50ms, vs.OffP99ms, vs.Ratio(), vs.OnMedianBlockP99ms, vs.OffMedianBlockP99ms, vs.MedianRatio(),
+			g.Rows, vs.OnBlockP99ms, vs.OffBlockP99ms)
 	}
 	return nil
 }
@@ -520,34 +521,37 @@ func (b *bench) printInterleaved() {
 		return
 	}
 	if b.growth[0].VersusEmpty != nil {
-		fmt.Printf("\n%-11s %9s %11s %11s %11s %11s %8s %8s\n", "rows", "seconds", "p50 full ms", "p99 full ms", "p50 empty", "p99 empty", "p50 x", "p99 x")
+		fmt.Printf("\n%-11s %9s %11s %11s %11s %11s %8s %8s %14s %8s\n", "rows", "seconds", "p50 full ms", "p99 full ms", "p50 empty", "p99 empty", "p50 x", "p99 x",
+			"median block", "its x")
 		for _, g := range b.growth {
 			if vs := g.VersusEmpty; vs != nil {
 				p50x := 0.0
 				if vs.OffP50ms > 0 {
 					p50x = vs.OnP50ms / vs.OffP50ms
 				}
-				fmt.Printf("%-11d %9.0f %11.2f %11.1f %11.2f %11.1f %8.2f %8.2f\n", g.Rows, vs.Seconds, vs.OnP50ms, vs.OnP99ms, vs.OffP50ms, vs.OffP99ms, p50x, vs.Ratio())
+				fmt.Printf("%-11d %9.0f %11.2f %11.1f %11.2f %11.1f %8.2f %8.2f %14s %8.2f\n", g.Rows, vs.Seconds, vs.OnP50ms, vs.OnP99ms, vs.OffP50ms, vs.OffP99ms, p50x, vs.Ratio(),
+					fmt.Sprintf("%.1f/%.1f", vs.OnMedianBlockP99ms, vs.OffMedianBlockP99ms), vs.MedianRatio())
 			}
 		}
 		fmt.Printf("Against an empty database: one stream run at 1,000/s a size with two relays, one on the bench's database (\"full\": the size's rows) and one on an empty database of the same server; "+
-			"the writer writes blocks of %v to each in turn (full, empty, empty, full...). p50/p99: events written to each. x: full over empty.\n", interleaveBlock)
+			"the writer writes blocks of %v to each in turn (full, empty, empty, full...). p50/p99: events written to each. x: full over empty. median block: the median of the blocks' p99s, full/empty (one stall makes one block's p99, and can make the pooled p99).\n", interleaveBlock)
 	}
 	if b.growth[0].Interleaved == nil {
 		return
 	}
-	fmt.Printf("\n%-11s %9s %11s %11s %11s %11s %10s %10s %8s %9s %10s %12s\n", "rows", "seconds", "p50 del ms", "p99 del ms", "p50 not ms", "p99 not ms",
-		"after del", "after not", "ratio", "deleted", "deleted/s", "slow steps")
+	fmt.Printf("\n%-11s %9s %11s %11s %11s %11s %10s %10s %8s %14s %9s %9s %10s %12s\n", "rows", "seconds", "p50 del ms", "p99 del ms", "p50 not ms", "p99 not ms",
+		"after del", "after not", "ratio", "median block", "its ratio", "deleted", "deleted/s", "slow steps")
 	for _, g := range b.growth {
 		il := g.Interleaved
 		if il == nil {
 			continue
 		}
-		fmt.Printf("%-11d %9.0f %11.2f %11.1f %11.2f %11.1f %10.1f %10.1f %8.2f %9d %10.0f %12s\n", g.Rows, il.Seconds, il.OnP50ms, il.OnP99ms,
-			il.OffP50ms, il.OffP99ms, il.OffAfterOnP99ms, il.OffAfterOffP99ms, il.Ratio(), il.Deleted, il.DeletedPerS, fmt.Sprintf("%d/%d", il.SlowSteps, il.Steps))
+		fmt.Printf("%-11d %9.0f %11.2f %11.1f %11.2f %11.1f %10.1f %10.1f %8.2f %14s %9.2f %9d %10.0f %12s\n", g.Rows, il.Seconds, il.OnP50ms, il.OnP99ms,
+			il.OffP50ms, il.OffP99ms, il.OffAfterOnP99ms, il.OffAfterOffP99ms, il.Ratio(), fmt.Sprintf("%.1f/%.1f", il.OnMedianBlockP99ms, il.OffMedianBlockP99ms),
+			il.MedianRatio(), il.Deleted, il.DeletedPerS, fmt.Sprintf("%d/%d", il.SlowSteps, il.Steps))
 	}
 	fmt.Printf("Interleaved: one stream run at 1,000/s a size, in blocks of %v, on, off, off, on...; in the blocks \"del\" the bench deletes SENT events older than %v "+
 		"with retention's own statement, %d every %v (1,250 a second, the relay's keep-up pace at 1,000/s; no backing off); \"not\": it does not. p50/p99: events due in those blocks. "+
-		"after del, after not: the p99 of the blocks not deleting right after a block deleting, and after one not (what deletes leave behind lands in the first). ratio: p99 del over p99 not. slow steps: statements over %v (the pace then fell behind).\n",
+		"after del, after not: the p99 of the blocks not deleting right after a block deleting, and after one not (what deletes leave behind lands in the first). ratio: p99 del over p99 not. median block: the median of the blocks' p99s, del/not (one stall makes one block's p99, and can make the pooled p99), and its ratio. slow steps: statements over %v (the pace then fell behind).\n",
 		interleaveBlock, interleaveRetention, interleaveBatch, interleaveEvery, interleaveEvery)
 }

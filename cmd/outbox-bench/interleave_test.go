@@ -58,6 +58,9 @@ func TestInterleaved_SplitCountsAnEventInTheBlockOfItsCommit(t *testing.T) {
 	if il.OffBlockP99ms[0] != 1000 || il.OffBlockP99ms[1] != 1 {
 		t.Errorf("p99s of the blocks not deleting: %v, want [1000 1] (the slow events in block 1)", il.OffBlockP99ms)
 	}
+	if il.OnMedianBlockP99ms != 9 || il.OffMedianBlockP99ms != 500.5 || il.MedianRatio() != 9/500.5 {
+		t.Errorf("median block p99 on %v, off %v; want 9 and 500.5 (of 1000 and 1)", il.OnMedianBlockP99ms, il.OffMedianBlockP99ms)
+	}
 	if il.OffAfterOnP99ms != 1000 || il.OffAfterOffP99ms != 1 {
 		t.Errorf("p99 of the blocks off after on %v, after off %v; want 1000 (block 1) and 1 (block 2)", il.OffAfterOnP99ms, il.OffAfterOffP99ms)
 	}
