@@ -182,6 +182,19 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 	if g.OverviewMs, g.FailedMs, err = b.timeGrowthConsole(ctx); err != nil {
 		return g, err
 	}
+	if err := b.growRetention(ctx, &g); err != nil {
+		return g, err
+	}
+	if err := b.growInBlocks(ctx, &g); err != nil {
+		return g, err
+	}
+	return g, nil
+}
+
+// growRetention runs the stream at 1,000/s without retention and while a
+// relay's retention deletes, growthStreamRuns times each, and sets the
+// size's stream and retention figures.
+func (b *bench) growRetention(ctx context.Context, g *Growth) error {
 	// The stream without retention and while it deletes, in turn, so
 	// that neither has the machine's quieter minutes to itself (with all
 	// the runs without it first, they ran in the minutes after the fill).
@@ -191,7 +204,7 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 	for i := range growthStreamRuns {
 		stream, swept, err := b.streamAt1000(ctx, true)
 		if err != nil {
-			return g, err
+			return err
 		}
 		streams = append(streams, stream)
 		g.StreamRSSMiB = max(g.StreamRSSMiB, stream.RSSMiB)
@@ -199,7 +212,7 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 
 		ret, deleted, s, err := b.streamWhileRetaining(ctx, growthRetention-time.Duration(i)*24*time.Hour, "--log-level", "info")
 		if err != nil && !errors.Is(err, errLate) {
-			return g, err
+			return err
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "growth: %v\n", err)
@@ -215,10 +228,7 @@ func (b *bench) growAt(ctx context.Context, n int) (Growth, error) {
 	g.RetentionP99Runs = p99s(rets)
 	fmt.Fprintf(os.Stderr, "growth: stream p99 without retention %v ms, while it deletes %v ms (%d deleted, %.0f/s; in the measured windows %v)\n",
 		g.StreamP99Runs, g.RetentionP99Runs, g.RetentionDeleted, g.RetentionPerS, g.RetentionMeasuredRuns)
-	if err := b.growInBlocks(ctx, &g); err != nil {
-		return g, err
-	}
-	return g, nil
+	return nil
 }
 
 // growInBlocks runs the size's interleaved runs: the stream with deletes at

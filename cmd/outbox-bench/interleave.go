@@ -73,11 +73,11 @@ type Blocks struct {
 }
 
 // MedianRatio is the median block's p99 on over off (0 if none off).
-func (il Blocks) MedianRatio() float64 {
-	if il.OffMedianBlockP99ms == 0 {
+func (bl Blocks) MedianRatio() float64 {
+	if bl.OffMedianBlockP99ms == 0 {
 		return 0
 	}
-	return il.OnMedianBlockP99ms / il.OffMedianBlockP99ms
+	return bl.OnMedianBlockP99ms / bl.OffMedianBlockP99ms
 }
 
 // medianOf returns the median of xs (0 if none), averaging the middle two
@@ -110,11 +110,11 @@ type Interleaved struct {
 }
 
 // Ratio is the p99 on over the p99 off (0 if none off).
-func (il Blocks) Ratio() float64 {
-	if il.OffP99ms == 0 {
+func (bl Blocks) Ratio() float64 {
+	if bl.OffP99ms == 0 {
 		return 0
 	}
-	return il.OnP99ms / il.OffP99ms
+	return bl.OnP99ms / bl.OffP99ms
 }
 
 // blockOn reports whether block k of an interleaved run is on (deletes,
@@ -295,7 +295,7 @@ func deleteInBlocks(ctx context.Context, st *store.Store, compress string, block
 // measuring, from: the writer's, by which it chose the database), on or
 // off as isOn says, and sets the p50s and p99s; events past the last block
 // are left out.
-func (il *Blocks) split(timed []timedLatency, from time.Time, blocks int, isOn func(k int, t timedLatency) bool) {
+func (bl *Blocks) split(timed []timedLatency, from time.Time, blocks int, isOn func(k int, t timedLatency) bool) {
 	type block struct{ on, off []time.Duration }
 	byBlock := make([]block, blocks)
 	for _, t := range timed {
@@ -310,18 +310,18 @@ func (il *Blocks) split(timed []timedLatency, from time.Time, blocks int, isOn f
 		}
 	}
 	var on, off, afterOn, afterOff []time.Duration
-	for k, bl := range byBlock {
+	for k, blk := range byBlock {
 		if k > 0 && blockOn(k-1) {
-			afterOn = append(afterOn, bl.off...)
+			afterOn = append(afterOn, blk.off...)
 		} else {
-			afterOff = append(afterOff, bl.off...)
+			afterOff = append(afterOff, blk.off...)
 		}
 	}
 	if slices.Sort(afterOn); len(afterOn) > 0 {
-		il.OffAfterOnP99ms = quantileMs(afterOn, 0.99)
+		bl.OffAfterOnP99ms = quantileMs(afterOn, 0.99)
 	}
 	if slices.Sort(afterOff); len(afterOff) > 0 {
-		il.OffAfterOffP99ms = quantileMs(afterOff, 0.99)
+		bl.OffAfterOffP99ms = quantileMs(afterOff, 0.99)
 	}
 	p99 := func(ls []time.Duration, all *[]time.Duration, p99s *[]float64) {
 		if len(ls) == 0 {
@@ -331,17 +331,17 @@ func (il *Blocks) split(timed []timedLatency, from time.Time, blocks int, isOn f
 		*all = append(*all, ls...)
 		*p99s = append(*p99s, quantileMs(ls, 0.99))
 	}
-	for _, bl := range byBlock {
-		p99(bl.on, &on, &il.OnBlockP99ms)
-		p99(bl.off, &off, &il.OffBlockP99ms)
+	for _, blk := range byBlock {
+		p99(blk.on, &on, &bl.OnBlockP99ms)
+		p99(blk.off, &off, &bl.OffBlockP99ms)
 	}
-	il.OnMedianBlockP99ms, il.OffMedianBlockP99ms = medianOf(il.OnBlockP99ms), medianOf(il.OffBlockP99ms)
+	bl.OnMedianBlockP99ms, bl.OffMedianBlockP99ms = medianOf(bl.OnBlockP99ms), medianOf(bl.OffBlockP99ms)
 	slices.Sort(on)
 	slices.Sort(off)
 	if len(on) > 0 {
-		il.OnP50ms, il.OnP99ms = quantileMs(on, 0.50), quantileMs(on, 0.99)
+		bl.OnP50ms, bl.OnP99ms = quantileMs(on, 0.50), quantileMs(on, 0.99)
 	}
 	if len(off) > 0 {
-		il.OffP50ms, il.OffP99ms = quantileMs(off, 0.50), quantileMs(off, 0.99)
+		bl.OffP50ms, bl.OffP99ms = quantileMs(off, 0.50), quantileMs(off, 0.99)
 	}
 }
