@@ -27,6 +27,12 @@ type relayProcess struct {
 }
 
 func (b *bench) startRelay(args ...string) (*relayProcess, error) {
+	return b.startRelayOn(b.o.dbURL, args...)
+}
+
+// startRelayOn starts a relay on the database of dbURL, which it reads from
+// OUTBOX_DATABASE_URL (not the command line, where ps shows a password).
+func (b *bench) startRelayOn(dbURL string, args ...string) (*relayProcess, error) {
 	// The drains end when the slot is confirmed past the last commit: a
 	// 100 ms status interval (default 1 s) keeps that within 100 ms of the
 	// last status row being durable. One thread for Go code: every process
@@ -39,7 +45,7 @@ func (b *bench) startRelay(args ...string) (*relayProcess, error) {
 	args = append(append([]string{"run", "--log-level", "warn", "--log-format", "console", "--status-interval", "100ms",
 		"--max-procs", "1", "--metrics-addr", addr}, args...), b.o.relayArgs...)
 	cmd := exec.Command(b.o.relayBin, args...)
-	cmd.Env = append(append(os.Environ(), "OUTBOX_DATABASE_URL="+b.o.dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers), b.o.relayEnv...)
+	cmd.Env = append(append(os.Environ(), "OUTBOX_DATABASE_URL="+dbURL, "OUTBOX_KAFKA_BROKERS="+b.o.brokers), b.o.relayEnv...)
 	cmd.Stderr = os.Stderr
 	if b.relayLog != nil {
 		cmd.Stderr = b.relayLog

@@ -71,7 +71,7 @@ func (b *bench) streamVersusEmpty(ctx context.Context, d time.Duration) (Blocks,
 		return res, err
 	}
 	defer func() { _ = full.stop() }()
-	other, err := b.startRelay("--slot", "bench_empty", "--database-url", emptyURL, "--retention", "0")
+	other, err := b.startRelayOn(emptyURL, "--slot", "bench_empty", "--retention", "0")
 	if err != nil {
 		return res, err
 	}
@@ -132,7 +132,9 @@ func (b *bench) emptyDatabase(ctx context.Context, dbURL string) error {
 	if err := b.exec(ctx, `CREATE DATABASE `+versusDatabase); err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, b.o.relayBin, "migrate", "--database-url", dbURL).CombinedOutput()
+	cmd := exec.CommandContext(ctx, b.o.relayBin, "migrate")
+	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+dbURL) // not on the command line: ps shows it
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("migrating %s: %w: %s", versusDatabase, err, out)
 	}
