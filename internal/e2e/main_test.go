@@ -225,12 +225,23 @@ func (e *env) slotPID(t *testing.T) int {
 	return pid
 }
 
+// relayStartWait bounds a relay's start, its slot's creation included.
+const relayStartWait = 2 * time.Minute
+
 // relay starts outbox-relay run and waits until its walsender streams.
+//
+// A relay's first start creates its slot, and PostgreSQL creates a logical
+// slot only once every transaction running in the cluster when it began
+// has ended. The suite's packages share one cluster and run at once, so
+// another package's long transaction can hold that up: 22.6 and 27.3 s in
+// two runs of scripts/test.sh on 2026-11-28 (the relay's log: "starting
+// outbox-relay" to "the slot is consistent"), past a 30 s wait. Hence
+// relayStartWait.
 func (e *env) relay(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	oldPID := e.slotPID(t)
 	p := e.startRelay(t, extra...)
-	pgtest.Eventually(t, 30*time.Second, "relay streaming", func() (bool, string) {
+	pgtest.Eventually(t, relayStartWait, "relay streaming", func() (bool, string) {
 		select {
 		case <-p.done:
 			t.Fatalf("relay exited early: %v", p.err)
